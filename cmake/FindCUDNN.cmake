@@ -1,0 +1,53 @@
+# FindCUDNN: headers and library from ONE cuDNN installation.
+# Looked for, in order: CONVKIT_CUDNN_ROOT / CUDNN_ROOT, the nvidia-cudnn Python package next to the
+# python3 on PATH (PyTorch's), the CUDA toolkit, and the system folders.
+# Sets CUDNN_FOUND, CUDNN_INCLUDE_DIR, CUDNN_LIBRARY, CUDNN_VERSION.
+set(_roots)
+foreach(r ${CONVKIT_CUDNN_ROOT} $ENV{CUDNN_ROOT})
+  if(r)
+    list(APPEND _roots ${r})
+  endif()
+endforeach()
+find_program(_ck_python NAMES python3 python)
+if(_ck_python)
+  execute_process(COMMAND ${_ck_python} -c
+    "import importlib.util as u; s=u.find_spec('nvidia.cudnn'); print(list(s.submodule_search_locations)[0] if s else '')"
+    OUTPUT_VARIABLE _py_cudnn OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(_py_cudnn)
+    list(APPEND _roots ${_py_cudnn})
+  endif()
+endif()
+if(CUDAToolkit_LIBRARY_ROOT)
+  list(APPEND _roots ${CUDAToolkit_LIBRARY_ROOT})
+endif()
+list(APPEND _roots /usr/local/cuda /usr)
+
+set(CUDNN_FOUND FALSE)
+foreach(root ${_roots})
+  unset(_inc CACHE)
+  unset(_lib CACHE)
+  find_path(_inc cudnn_version.h PATHS ${root}/include ${root}/include/x86_64-linux-gnu NO_DEFAULT_PATH)
+  find_library(_lib NAMES cudnn libcudnn.so.9 PATHS ${root}/lib ${root}/lib64 ${root}/lib/x86_64-linux-gnu
+               NO_DEFAULT_PATH)
+  if(_inc AND _lib)
+    set(CUDNN_INCLUDE_DIR ${_inc})
+    set(CUDNN_LIBRARY ${_lib})
+    set(CUDNN_FOUND TRUE)
+    break()
+  endif()
+endforeach()
+unset(_inc CACHE)
+unset(_lib CACHE)
+
+if(CUDNN_FOUND)
+  file(READ ${CUDNN_INCLUDE_DIR}/cudnn_version.h _v)
+  string(REGEX MATCH "define CUDNN_MAJOR ([0-9]+)" _ ${_v})
+  set(_maj ${CMAKE_MATCH_1})
+  string(REGEX MATCH "define CUDNN_MINOR ([0-9]+)" _ ${_v})
+  set(_min ${CMAKE_MATCH_1})
+  string(REGEX MATCH "define CUDNN_PATCHLEVEL ([0-9]+)" _ ${_v})
+  set(CUDNN_VERSION "${_maj}.${_min}.${CMAKE_MATCH_1}")
+  message(STATUS "convkit: cuDNN ${CUDNN_VERSION}: ${CUDNN_INCLUDE_DIR} + ${CUDNN_LIBRARY}")
+else()
+  message(STATUS "convkit: cuDNN not found (set CONVKIT_CUDNN_ROOT): the cudnn peer is unavailable")
+endif()

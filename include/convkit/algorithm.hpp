@@ -1,0 +1,68 @@
+// convkit/algorithm.hpp: the one interface every convolution algorithm (and every peer) implements.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "convkit/epilogue.hpp"
+#include "convkit/problem.hpp"
+#include "convkit/tensor.hpp"
+
+namespace convkit {
+
+// What a caller asks for besides the problem: element type, memory layout, device and fp32 math mode.
+struct ConvConfig {
+  DType dtype = DType::f32;
+  Layout layout = Layout::nchw;
+  Device device = Device::cpu;
+  MathMode math = MathMode::strict;
+
+  std::string to_string() const;  // e.g. "f32/nchw/cpu" or "f32/nhwc/cuda/tf32"
+};
+
+// "Yes", or "no" with one sentence saying why.
+struct Support {
+  bool ok = true;
+  std::string reason;
+  static Support yes() { return {true, {}}; }
+  static Support no(std::string why) { return {false, std::move(why)}; }
+  explicit operator bool() const { return ok; }
+};
+
+// Everything one run needs. Tensors are already validated against the problem.
+struct ConvCall {
+  Conv2dProblem problem;
+  ConvConfig config;
+  TensorView src, wei, dst;  // dst may alias epilogue.residual
+  Epilogue epilogue;
+  void* workspace = nullptr;  // on config.device, at least workspace_bytes(problem, config)
+  size_t workspace_bytes = 0;
+  void* stream = nullptr;  // cudaStream_t for CUDA algorithms; null = default stream
+};
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  // One line: the idea of this algorithm.
+  virtual std::string description() const = 0;
+  // Peers (cuDNN, oneDNN) are measured against, never selected by conv2d().
+  virtual bool is_peer() const { return false; }
+  // Whether this build and this machine can run it at all (library compiled in, device present).
+  virtual Support available() const { return Support::yes(); }
+  // Whether it can compute this problem in this configuration; the reason is one sentence.
+  virtual Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const = 0;
+  virtual size_t workspace_bytes(const Conv2dProblem&, const ConvConfig&) const { return 0; }
+  // Optional one-time work outside any timed region (autotuning, plan building). run() must also work
+  // without it.
+  virtual void prepare(const ConvCall&) const {}
+  // Extra facts for reports after prepare()/run(), e.g. the cuDNN engine chosen. Empty if none.
+  virtual std::string detail(const Conv2dProblem&, const ConvConfig&) const { return {}; }
+  // Computes dst. Asynchronous on CUDA (enqueued on call.stream); throws convkit::Error on failure.
+  virtual void run(const ConvCall& call) const = 0;
+};
+
+}  // namespace convkit

@@ -1,0 +1,19 @@
+// The few CUDA runtime services the device-independent core needs. Implemented in
+// src/cuda/common/runtime.cu when CUDA is built in, and by throwing stubs in src/core/no_cuda.cpp otherwise.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace convkit::detail {
+
+bool cuda_built();                 // compiled with CUDA
+bool cuda_present();               // and a device answers
+void* cuda_alloc(size_t bytes);    // throws Error(cuda_error) with the size on failure
+void cuda_free(void* p) noexcept;
+void cuda_copy_h2d(void* dst, const void* src, size_t bytes);
+void cuda_copy_d2h(void* dst, const void* src, size_t bytes);
+void cuda_memset(void* dst, int byte, size_t bytes);
+void cuda_sync();
+
+}  // namespace convkit::detail

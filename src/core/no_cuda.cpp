@@ -1,0 +1,23 @@
+// Stand-ins for the CUDA hooks in a build without CUDA: every device request says so.
+#include "convkit/status.hpp"
+#include "core/cuda_hooks.hpp"
+
+namespace convkit::detail {
+namespace {
+[[noreturn]] void no_cuda() {
+  throw Error(StatusCode::not_available,
+              "this convkit was built without CUDA (nvcc was not found at configure time); "
+              "no CUDA algorithms in this build.");
+}
+}  // namespace
+
+bool cuda_built() { return false; }
+bool cuda_present() { return false; }
+void* cuda_alloc(size_t) { no_cuda(); }
+void cuda_free(void*) noexcept {}
+void cuda_copy_h2d(void*, const void*, size_t) { no_cuda(); }
+void cuda_copy_d2h(void*, const void*, size_t) { no_cuda(); }
+void cuda_memset(void*, int, size_t) { no_cuda(); }
+void cuda_sync() {}
+
+}  // namespace convkit::detail

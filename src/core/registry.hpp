@@ -1,0 +1,25 @@
+// The ordered list of algorithms. Each algorithm file defines one factory below; this is the only place
+// that names them all. Order = selection order for "auto": fast first, the reference last.
+#pragma once
+
+#include "convkit/algorithm.hpp"
+
+namespace convkit::detail {
+
+// CPU (always compiled; optional libraries report themselves unavailable when missing)
+const Algorithm* make_cpu_ref();
+const Algorithm* make_cpu_im2col_gemm();
+const Algorithm* make_cpu_direct();
+const Algorithm* make_onednn_cpu();  // peer
+
+#ifdef CONVKIT_WITH_CUDA
+const Algorithm* make_cuda_ref();
+const Algorithm* make_cuda_direct_naive();
+const Algorithm* make_cuda_direct_smem();
+const Algorithm* make_cuda_direct_regblock();
+const Algorithm* make_cuda_im2col_cublas();
+const Algorithm* make_cuda_igemm_simt();
+const Algorithm* make_cudnn_peer();  // peer
+#endif
+
+}  // namespace convkit::detail

@@ -1,0 +1,74 @@
+// The CUDA hooks of the core (allocation, copies, sync) and the error helpers of check.cuh.
+#include <cstdlib>
+#include <string>
+
+#include "core/cuda_hooks.hpp"
+#include "cuda/common/check.cuh"
+
+namespace convkit::detail {
+
+void throw_cuda_error(const char* what, const char* err, const char* file, int line) {
+  throw Error(StatusCode::cuda_error,
+              std::string(what) + " failed: " + err + " (" + file + ":" + std::to_string(line) + ")");
+}
+
+void check_launch(const char* kernel_name, const char* file, int line) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) {
+    static const bool sync = [] {
+      const char* v = std::getenv("CONVKIT_SYNC_CHECK");
+      return v && v[0] == '1';
+    }();
+    if (sync) e = cudaDeviceSynchronize();
+  }
+  if (e != cudaSuccess) {
+    std::string msg = std::string("kernel ") + kernel_name;
+    if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction)
+      msg += " has no code for this GPU: rebuild with -DCMAKE_CUDA_ARCHITECTURES=<your sm> (see `convkit doctor`)";
+    throw_cuda_error(msg.c_str(), cudaGetErrorString(e), file, line);
+  }
+}
+
+bool cuda_built() { return true; }
+
+bool cuda_present() {
+  static const bool present = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky "no device" error
+      return false;
+    }
+    return n > 0;
+  }();
+  return present;
+}
+
+void* cuda_alloc(size_t bytes) {
+  if (!cuda_present())
+    throw Error(StatusCode::not_available, "no CUDA device is present on this machine.");
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(StatusCode::cuda_error, "cudaMalloc of " + std::to_string(bytes) + " bytes failed: " +
+                                            cudaGetErrorString(e));
+  }
+  return p;
+}
+
+void cuda_free(void* p) noexcept {
+  if (p) cudaFree(p);
+}
+
+void cuda_copy_h2d(void* dst, const void* src, size_t bytes) {
+  CK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+void cuda_copy_d2h(void* dst, const void* src, size_t bytes) {
+  CK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+void cuda_memset(void* dst, int byte, size_t bytes) { CK_CUDA(cudaMemset(dst, byte, bytes)); }
+void cuda_sync() {
+  if (cuda_present()) CK_CUDA(cudaDeviceSynchronize());
+}
+
+}  // namespace convkit::detail
