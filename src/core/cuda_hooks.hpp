@@ -17,3 +17,12 @@ void cuda_memset(void* dst, int byte, size_t bytes);
 void cuda_sync();
 
 }  // namespace convkit::detail
+
+#include <functional>
+#include <vector>
+
+namespace convkit::detail {
+struct TimingOptions;
+// CUDA-event timing (see core/timing.hpp); in src/cuda/common/timing.cu.
+std::vector<double> cuda_time_runs(void* stream, const std::function<void()>& fn, const TimingOptions& opt);
+}  // namespace convkit::detail

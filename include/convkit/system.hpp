@@ -1,0 +1,38 @@
+// convkit/system.hpp: what this build holds and what this machine offers (used by `convkit doctor`).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace convkit {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  size_t memory_bytes = 0;
+  size_t l2_bytes = 0;
+  size_t smem_per_block_optin = 0;
+  bool binary_has_code = false;  // this build carries SASS (or PTX the driver can JIT) for this GPU
+  std::string code_note;         // e.g. "sm_90 SASS" or "no code: rebuild with -DCMAKE_CUDA_ARCHITECTURES=89"
+};
+
+struct SystemInfo {
+  std::string convkit_version;
+  bool cuda_built = false;
+  std::string cuda_build_archs;  // CMAKE_CUDA_ARCHITECTURES of this build, e.g. "90"
+  int cuda_runtime_version = 0;  // e.g. 13000
+  int cuda_driver_version = 0;   // 0 when no driver
+  std::string cuda_error;        // why no GPU is usable, if none is
+  std::vector<GpuInfo> gpus;
+  std::string cublas_version;    // empty when not built in
+  std::string cudnn_version;     // "9.19.0 (header 9.19.0)" or empty
+  std::string openblas;          // config string, or empty when not built in
+  std::string onednn_version;    // or empty
+  int cpu_threads = 0;           // OpenMP max threads
+};
+
+SystemInfo system_info();
+
+}  // namespace convkit
