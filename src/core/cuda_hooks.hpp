@@ -26,3 +26,12 @@ struct TimingOptions;
 // CUDA-event timing (see core/timing.hpp); in src/cuda/common/timing.cu.
 std::vector<double> cuda_time_runs(void* stream, const std::function<void()>& fn, const TimingOptions& opt);
 }  // namespace convkit::detail
+
+namespace convkit {
+struct SystemInfo;
+namespace detail {
+// The CUDA half of system_info() (runtime/driver versions, GPUs, cuBLAS, cuDNN, build archs); the stub in
+// no_cuda.cpp sets cuda_built = false and says why in cuda_error.
+void fill_cuda_info(SystemInfo& info);
+}  // namespace detail
+}  // namespace convkit

@@ -1,5 +1,6 @@
 // Stand-ins for the CUDA hooks in a build without CUDA: every device request says so.
 #include "convkit/status.hpp"
+#include "convkit/system.hpp"
 #include "core/cuda_hooks.hpp"
 
 namespace convkit::detail {
@@ -19,5 +20,12 @@ void cuda_copy_h2d(void*, const void*, size_t) { no_cuda(); }
 void cuda_copy_d2h(void*, const void*, size_t) { no_cuda(); }
 void cuda_memset(void*, int, size_t) { no_cuda(); }
 void cuda_sync() {}
+
+std::vector<double> cuda_time_runs(void*, const std::function<void()>&, const TimingOptions&) { no_cuda(); }
+
+void fill_cuda_info(SystemInfo& info) {
+  info.cuda_built = false;
+  info.cuda_error = "this convkit was built without CUDA (nvcc was not found at configure time).";
+}
 
 }  // namespace convkit::detail

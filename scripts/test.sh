@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds and runs every test: the Release build's GoogleTest suite (CPU tests; CUDA tests skip without a
+# GPU), the same CPU tests under AddressSanitizer + UndefinedBehaviorSanitizer, and an install + the
+# find_package(convkit) consumer example.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh
+jobs=$(nproc)
+
+echo "== Release build and tests"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
+
+echo "== ASan + UBSan build (CPU only) and tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONVKIT_SANITIZE=ON \
+      -DCONVKIT_ENABLE_CUDA=OFF >/dev/null
+cmake --build build-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 1800
+
+echo "== install + find_package(convkit) consumer"
+rm -rf build/install build/consumer
+cmake --install build --prefix build/install >/dev/null
+cmake -S examples/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
+cmake --build build/consumer
+LD_LIBRARY_PATH="$PWD/build/install/lib:${LD_LIBRARY_PATH:-}" ./build/consumer/consumer
+echo "== all tests passed"

@@ -1,0 +1,34 @@
+// system_info(): the CPU half (version, OpenBLAS, oneDNN, threads) here; the CUDA half is
+// detail::fill_cuda_info (src/cuda/common, or the stub in no_cuda.cpp).
+#include "convkit/system.hpp"
+
+#include <omp.h>
+
+#include "convkit/convkit.hpp"
+#include "core/cuda_hooks.hpp"
+
+#ifdef CONVKIT_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+#ifdef CONVKIT_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+namespace convkit {
+
+SystemInfo system_info() {
+  SystemInfo info;
+  info.convkit_version = version();
+#ifdef CONVKIT_HAVE_OPENBLAS
+  if (const char* cfg = openblas_get_config()) info.openblas = cfg;
+#endif
+#ifdef CONVKIT_HAVE_ONEDNN
+  if (const dnnl_version_t* v = dnnl_version())
+    info.onednn_version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+#endif
+  info.cpu_threads = omp_get_max_threads();
+  detail::fill_cuda_info(info);
+  return info;
+}
+
+}  // namespace convkit
