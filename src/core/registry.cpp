@@ -1,6 +1,7 @@
 // The registry and the one conv2d() entry point: validate, select (or look up), allocate workspace, run.
 #include "core/registry.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -93,6 +94,8 @@ Status validate_tensors(const Conv2dProblem& p, const ConvConfig& cfg, const Ten
   if (Status s = check_tensor("input", src, input_dims(p), cfg); !s.ok()) return s;
   if (Status s = check_tensor("weight", wei, weight_dims(p), cfg); !s.ok()) return s;
   if (Status s = check_tensor("output", dst, output_dims(p), cfg); !s.ok()) return s;
+  if (!std::isfinite(epi.alpha) || !std::isfinite(epi.beta))
+    return Status::Fail(StatusCode::invalid_problem, "epilogue alpha and beta must be finite.");
   if (dst.data == src.data || dst.data == wei.data)
     return Status::Fail(StatusCode::invalid_tensor, "output: must not alias the input or the weight.");
   return Status::Ok();

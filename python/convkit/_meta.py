@@ -1,0 +1,58 @@
+"""Fake (meta) implementations: output shape, dtype, device and memory format without running a kernel, so
+torch.compile(fullgraph=True) and torch.export trace through the ops. They mirror the C++ rules exactly
+(csrc/ext.cpp: the layout is nchw when x is contiguous, nhwc when it is channels_last, else nchw)."""
+import torch
+
+
+def _out_size(size, pad, dil, k, stride):
+    return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+
+
+def _memory_format(x):
+    if x.is_contiguous():
+        return torch.contiguous_format
+    if x.is_contiguous(memory_format=torch.channels_last):
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def _pair(v):
+    return [v[0], v[1] if len(v) > 1 else v[0]]
+
+
+def _conv_out(x, k, r, s, stride, padding, dilation):
+    st, pd, dl = _pair(stride), _pair(padding), _pair(dilation)
+    p = _out_size(x.shape[2], pd[0], dl[0], r, st[0])
+    q = _out_size(x.shape[3], pd[1], dl[1], s, st[1])
+    torch._check(p >= 1 and q >= 1, lambda: "convkit.conv2d: the output would be empty (P or Q < 1).")
+    return torch.empty((x.shape[0], k, p, q), dtype=x.dtype, device=x.device, memory_format=_memory_format(x))
+
+
+@torch.library.register_fake("convkit::conv2d")
+def _conv2d_fake(x, w, bias, stride, padding, dilation, groups, activation, residual, algo):
+    torch._check(x.dim() == 4 and w.dim() == 4, lambda: "convkit.conv2d: x and w must be 4-D.")
+    torch._check(w.shape[1] * groups == x.shape[1], lambda: "convkit.conv2d: channels do not match groups.")
+    return _conv_out(x, w.shape[0], w.shape[2], w.shape[3], stride, padding, dilation)
+
+
+@torch.library.register_fake("convkit::conv2d_per_sample")
+def _conv2d_per_sample_fake(x, w, bias, stride, padding, dilation, groups, activation):
+    torch._check(x.dim() == 4 and w.dim() == 5, lambda: "convkit.conv2d_per_sample: x 4-D, w 5-D.")
+    torch._check(w.shape[2] * groups == x.shape[1], lambda: "convkit.conv2d_per_sample: channels/groups mismatch.")
+    return _conv_out(x, w.shape[1], w.shape[3], w.shape[4], stride, padding, dilation)
+
+
+@torch.library.register_fake("convkit::vector_add")
+def _vector_add_fake(a, b):
+    torch._check(a.shape == b.shape, lambda: "convkit.vector_add: shapes differ.")
+    return torch.empty(a.shape, dtype=a.dtype, device=a.device)
+
+
+@torch.library.register_fake("convkit::silu")
+def _silu_fake(x):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@torch.library.register_fake("convkit::csr_matvec")
+def _csr_matvec_fake(values, row_ptr, col_idx, dense):
+    return torch.empty((row_ptr.shape[0] - 1,), dtype=values.dtype, device=values.device)

@@ -1,0 +1,109 @@
+"""Drop-in modules: convkit.nn.Conv2d (a torch.nn.Conv2d whose forward runs convkit), Conv2dAct (the same with a
+fused activation) and convert(model), which swaps every torch.nn.Conv2d in a model."""
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from . import ops
+
+
+class Conv2d(torch.nn.Conv2d):
+    """torch.nn.Conv2d with convkit's kernels.
+
+    Same constructor (padding ints, 'same' or 'valid'; padding_mode 'zeros', 'reflect', 'replicate',
+    'circular'), same parameters and state_dict keys; it IS an nn.Conv2d, so code that checks isinstance keeps
+    working. Extra keyword: algo ("auto" or a convkit algorithm name, optionally with "/tf32").
+    """
+
+    _activation = "none"
+
+    def __init__(self, *args, algo: str = "auto", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.algo = algo
+
+    @classmethod
+    def from_torch(cls, module: torch.nn.Conv2d, algo: str = "auto", **extra):
+        """A convkit Conv2d with the same configuration and (shared-by-copy) parameters as `module`."""
+        if not isinstance(module, torch.nn.Conv2d):
+            raise TypeError(f"convkit.nn.Conv2d.from_torch: expected a torch.nn.Conv2d, got {type(module).__name__}.")
+        w = module.weight
+        new = cls(module.in_channels, module.out_channels, module.kernel_size, stride=module.stride,
+                  padding=module.padding, dilation=module.dilation, groups=module.groups,
+                  bias=module.bias is not None, padding_mode=module.padding_mode, device=w.device, dtype=w.dtype,
+                  algo=algo, **extra)
+        new.load_state_dict(module.state_dict())
+        new.train(module.training)
+        return new
+
+    def extra_repr(self):
+        s = super().extra_repr()
+        if self._activation != "none":
+            s += f", activation={self._activation}"
+        if self.algo != "auto":
+            s += f", algo={self.algo}"
+        return s
+
+    def _explicit_padding(self, x):
+        """(x padded where convkit cannot express it, symmetric padding for convkit)."""
+        if self.padding_mode != "zeros":
+            # torch's own rule: pad with the mode first, then convolve without padding.
+            return F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode), [0, 0]
+        if self.padding == "valid":
+            return x, [0, 0]
+        if self.padding == "same":
+            pads = []
+            extra = [0, 0, 0, 0]  # left, right, top, bottom
+            for i, (d, k) in enumerate(zip(self.dilation, self.kernel_size)):
+                total = d * (k - 1)
+                lo = total // 2
+                pads.append(lo)
+                if total - lo != lo:  # odd total: the extra row/column goes on the high side, as in torch
+                    extra[(1 - i) * 2 + 1] = total - 2 * lo
+            if any(extra):
+                x = F.pad(x, extra)
+            return x, pads
+        return x, list(self.padding)
+
+    def forward(self, x, residual: Optional[torch.Tensor] = None):
+        unbatched = x.dim() == 3
+        if unbatched:
+            x = x.unsqueeze(0)
+            residual = residual.unsqueeze(0) if residual is not None else None
+        x, pad = self._explicit_padding(x)
+        y = ops.conv2d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups, self._activation,
+                       residual, self.algo)
+        return y.squeeze(0) if unbatched else y
+
+
+class Conv2dAct(Conv2d):
+    """Conv2d followed by an activation (relu, silu, gelu or none), fused into the kernel's store.
+
+    forward(x, residual=None): act(conv(x) + bias + residual).
+    """
+
+    def __init__(self, *args, activation: str = "relu", **kwargs):
+        if activation not in ops.ACTIVATIONS:
+            raise ValueError(f"convkit.nn.Conv2dAct: activation must be one of {ops.ACTIVATIONS}; got '{activation}'.")
+        super().__init__(*args, **kwargs)
+        self._activation = activation
+
+    @property
+    def activation(self):
+        return self._activation
+
+
+def convert(model: torch.nn.Module, algo: str = "auto") -> torch.nn.Module:
+    """Replaces every torch.nn.Conv2d in `model` (in place, recursively) with convkit.nn.Conv2d; returns model.
+
+    The new modules carry the same parameters (copied), so outputs match up to floating-point summation order.
+    A model that is itself a Conv2d is returned converted.
+    """
+    if type(model) is torch.nn.Conv2d:
+        return Conv2d.from_torch(model, algo=algo)
+    for name, child in list(model.named_children()):
+        if type(child) is torch.nn.Conv2d:
+            setattr(model, name, Conv2d.from_torch(child, algo=algo))
+        else:
+            convert(child, algo=algo)
+    return model

@@ -1,0 +1,437 @@
+// torch.ops.convkit: the op schemas, the CPU implementations, and the one place where a torch Tensor becomes a
+// convkit::TensorView. Every convkit::Error is re-raised as a Python exception carrying its message:
+// invalid problem/tensor -> ValueError, unsupported/not available -> NotImplementedError, others RuntimeError.
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <Python.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "convkit/convkit.hpp"
+#include "convkit/per_sample.hpp"
+#include "ext.hpp"
+
+namespace convkit_ext {
+namespace {
+
+[[noreturn]] void rethrow(const char* op, const convkit::Error& e) {
+  const std::string msg = std::string(op) + ": " + e.what();
+  switch (e.code()) {
+    case convkit::StatusCode::invalid_problem:
+    case convkit::StatusCode::invalid_tensor:
+      C10_THROW_ERROR(ValueError, msg);
+    case convkit::StatusCode::unsupported:
+    case convkit::StatusCode::not_available:
+      C10_THROW_ERROR(NotImplementedError, msg);
+    default:
+      C10_THROW_ERROR(Error, msg);
+  }
+}
+
+std::string shape_str(const at::Tensor& t) {
+  std::ostringstream o;
+  o << t.sizes();
+  return o.str();
+}
+
+convkit::DType dtype_of(const char* op, const char* name, const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return convkit::DType::f32;
+    case at::kHalf: return convkit::DType::f16;
+    case at::kBFloat16: return convkit::DType::bf16;
+    default:
+      TORCH_CHECK_TYPE(false, op, ": ", name, " has dtype ", t.scalar_type(),
+                       "; convkit computes in float32, float16 or bfloat16.");
+  }
+}
+
+// The one torch -> convkit conversion. `t` must already be dense in `layout`.
+convkit::TensorView to_view(const char* op, const char* name, const at::Tensor& t, convkit::Layout layout) {
+  convkit::TensorView v;
+  v.data = t.data_ptr();
+  v.dtype = dtype_of(op, name, t);
+  v.layout = layout;
+  v.device = t.is_cuda() ? convkit::Device::cuda : convkit::Device::cpu;
+  for (int i = 0; i < 4; ++i) v.dims[i] = t.size(i);
+  return v;
+}
+
+at::MemoryFormat format_of(convkit::Layout l) {
+  return l == convkit::Layout::nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+}
+
+// x's memory format decides the layout: contiguous -> nchw, channels_last -> nhwc, anything else is copied
+// to contiguous (nchw) first. The fake implementation in convkit/_meta.py mirrors this rule.
+convkit::Layout layout_of(const at::Tensor& x) {
+  if (x.is_contiguous()) return convkit::Layout::nchw;
+  if (x.is_contiguous(at::MemoryFormat::ChannelsLast)) return convkit::Layout::nhwc;
+  return convkit::Layout::nchw;
+}
+
+void check_same_device(const char* op, const at::Tensor& x, const char* name, const at::Tensor& t) {
+  TORCH_CHECK_VALUE(t.device() == x.device(), op, ": all tensors must be on one device; x is on ", x.device(),
+                    " but ", name, " is on ", t.device(), ".");
+}
+
+void check_device_kind(const char* op, const at::Tensor& x) {
+  TORCH_CHECK_VALUE(x.is_cpu() || x.is_cuda(), op, ": tensors must be on a CPU or CUDA device; got ", x.device(),
+                    ".");
+}
+
+void check_same_dtype(const char* op, const at::Tensor& x, const char* name, const at::Tensor& t) {
+  TORCH_CHECK_TYPE(t.scalar_type() == x.scalar_type(), op, ": ", name, " has dtype ", t.scalar_type(),
+                   " but x has ", x.scalar_type(), "; all tensors must share one dtype.");
+}
+
+std::array<int64_t, 2> pair_arg(const char* op, const char* name, at::IntArrayRef v) {
+  TORCH_CHECK_VALUE(v.size() == 2 || v.size() == 1, op, ": ", name, " must have 2 values (height, width); got ",
+                    v.size(), ".");
+  return {v[0], v.size() == 2 ? v[1] : v[0]};
+}
+
+// Parses "auto", "<algorithm>", optionally suffixed "/tf32" (fp32 inputs only: explicit TF32 math).
+convkit::RunOptions parse_algo(c10::string_view algo_sv) {
+  convkit::RunOptions o;
+  std::string algo(algo_sv);
+  const std::string suffix = "/tf32";
+  if (algo.size() >= suffix.size() && algo.compare(algo.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    o.math = convkit::MathMode::tf32;
+    algo.resize(algo.size() - suffix.size());
+  }
+  o.algo = algo.empty() ? "auto" : algo;
+  return o;
+}
+
+convkit::Conv2dProblem make_problem(const char* op, const at::Tensor& x, int64_t k, int64_t cg, int64_t r,
+                                    int64_t s, at::IntArrayRef stride, at::IntArrayRef padding,
+                                    at::IntArrayRef dilation, int64_t groups) {
+  const auto st = pair_arg(op, "stride", stride), pd = pair_arg(op, "padding", padding),
+             dl = pair_arg(op, "dilation", dilation);
+  TORCH_CHECK_VALUE(groups >= 1, op, ": groups must be at least 1; got ", groups, ".");
+  TORCH_CHECK_VALUE(cg * groups == x.size(1), op, ": the weight has ", cg, " input channels per group, so with groups=",
+                    groups, " x needs ", cg * groups, " channels; it has ", x.size(1), " (x ", shape_str(x), ").");
+  TORCH_CHECK_VALUE(k % groups == 0, op, ": ", k, " output channels cannot be split into groups=", groups, ".");
+  convkit::Conv2dProblem p;
+  p.n = std::max<int64_t>(x.size(0), 1); p.c = x.size(1); p.h = x.size(2); p.w = x.size(3);
+  p.k = k; p.r = r; p.s = s;
+  p.stride_h = st[0]; p.stride_w = st[1];
+  p.pad_h = pd[0]; p.pad_w = pd[1];
+  p.dilation_h = dl[0]; p.dilation_w = dl[1];
+  p.groups = groups;
+  if (convkit::Status v = p.validate(); !v.ok()) rethrow(op, convkit::Error(v));
+  p.n = x.size(0);  // an empty batch is valid in PyTorch: the caller returns an empty output
+  return p;
+}
+
+convkit::Activation activation_of(const char* op, c10::string_view a) {
+  try {
+    return convkit::parse_activation(std::string(a));
+  } catch (const convkit::Error& e) {
+    rethrow(op, e);
+  }
+}
+
+}  // namespace
+
+at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::optional<at::Tensor>& bias_in,
+                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                  c10::string_view activation, const c10::optional<at::Tensor>& residual_in, c10::string_view algo,
+                  void* stream) {
+  constexpr const char* op = "convkit.conv2d";
+  TORCH_CHECK_VALUE(x_in.dim() == 4, op, ": x must be a 4-D [N, C, H, W] tensor; got ", x_in.dim(),
+                    "-D with shape ", shape_str(x_in), ".");
+  TORCH_CHECK_VALUE(w_in.dim() == 4, op, ": the weight must be a 4-D [K, C/groups, R, S] tensor; got ", w_in.dim(),
+                    "-D with shape ", shape_str(w_in), ".");
+  check_device_kind(op, x_in);
+  check_same_device(op, x_in, "the weight", w_in);
+  dtype_of(op, "x", x_in);
+  check_same_dtype(op, x_in, "the weight", w_in);
+  const int64_t K = w_in.size(0);
+  if (bias_in) {
+    check_same_device(op, x_in, "the bias", *bias_in);
+    check_same_dtype(op, x_in, "the bias", *bias_in);
+    TORCH_CHECK_VALUE(bias_in->dim() == 1 && bias_in->size(0) == K, op, ": the bias must have shape [", K,
+                      "] (one value per output channel); got ", shape_str(*bias_in), ".");
+  }
+  const convkit::Activation act = activation_of(op, activation);
+  const convkit::Conv2dProblem p =
+      make_problem(op, x_in, K, w_in.size(1), w_in.size(2), w_in.size(3), stride, padding, dilation, groups);
+  const std::vector<int64_t> out_shape{p.n, p.k, p.p(), p.q()};
+  if (residual_in) {
+    check_same_device(op, x_in, "the residual", *residual_in);
+    check_same_dtype(op, x_in, "the residual", *residual_in);
+    TORCH_CHECK_VALUE(residual_in->sizes().vec() == out_shape, op, ": the residual must have the output's shape ",
+                      at::IntArrayRef(out_shape), "; got ", shape_str(*residual_in), ".");
+  }
+
+  const convkit::Layout layout = layout_of(x_in);
+  const at::MemoryFormat mf = format_of(layout);
+  const at::Tensor x = x_in.contiguous(mf);
+  const at::Tensor w = w_in.contiguous(mf);  // KCRS, or KRSC for channels_last
+  at::Tensor out = at::empty(out_shape, x.options().memory_format(mf));
+  if (out.numel() == 0 || x.numel() == 0) return out.zero_();
+  at::Tensor bias, residual;
+  convkit::Epilogue epi;
+  epi.activation = act;
+  if (bias_in) {
+    bias = bias_in->contiguous();
+    epi.bias = bias.data_ptr();
+  }
+  if (residual_in) {
+    residual = residual_in->contiguous(mf);
+    epi.residual = residual.data_ptr();
+  }
+  try {
+    convkit::RunOptions opt = parse_algo(algo);
+    opt.stream = stream;
+    const convkit::TensorView src = to_view(op, "x", x, layout), wei = to_view(op, "weight", w, layout),
+                              dst = to_view(op, "out", out, layout);
+    const convkit::ConvConfig cfg{src.dtype, layout, src.device, opt.math};
+    // Pick the algorithm here so its workspace comes from PyTorch's caching allocator.
+    const convkit::Algorithm* a = nullptr;
+    if (opt.algo == "auto") {
+      if (convkit::Status s = convkit::validate_tensors(p, cfg, src, wei, dst, epi); !s.ok())
+        throw convkit::Error(s);
+      a = &convkit::select(p, cfg);
+    } else {
+      a = convkit::find_algorithm(opt.algo);
+    }
+    at::Tensor ws;
+    if (a != nullptr) {
+      opt.algo = a->name();
+      if (a->device() == src.device && a->available() && a->can_implement(p, cfg)) {
+        const size_t bytes = a->workspace_bytes(p, cfg);
+        if (bytes > 0) {
+          ws = at::empty({static_cast<int64_t>(bytes)}, x.options().dtype(at::kByte));
+          opt.workspace = ws.data_ptr();
+          opt.workspace_bytes = bytes;
+        }
+      }
+    }
+    convkit::conv2d(p, src, wei, dst, epi, opt);
+  } catch (const convkit::Error& e) {
+    rethrow(op, e);
+  }
+  return out;
+}
+
+at::Tensor conv2d_per_sample(const at::Tensor& x_in, const at::Tensor& w_in, const c10::optional<at::Tensor>& bias_in,
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                             int64_t groups, c10::string_view activation, void* stream) {
+  constexpr const char* op = "convkit.conv2d_per_sample";
+  TORCH_CHECK_VALUE(x_in.dim() == 4, op, ": x must be a 4-D [N, C, H, W] tensor; got ", x_in.dim(),
+                    "-D with shape ", shape_str(x_in), ".");
+  TORCH_CHECK_VALUE(w_in.dim() == 5, op, ": the weight must be a 5-D [N, K, C/groups, R, S] tensor (one filter ",
+                    "bank per sample); got ", w_in.dim(), "-D with shape ", shape_str(w_in), ".");
+  TORCH_CHECK_VALUE(w_in.size(0) == x_in.size(0), op, ": the weight holds ", w_in.size(0),
+                    " filter banks but x has ", x_in.size(0), " samples; they must agree.");
+  check_device_kind(op, x_in);
+  check_same_device(op, x_in, "the weight", w_in);
+  dtype_of(op, "x", x_in);
+  check_same_dtype(op, x_in, "the weight", w_in);
+  const int64_t N = x_in.size(0), K = w_in.size(1);
+  if (bias_in) {
+    check_same_device(op, x_in, "the bias", *bias_in);
+    check_same_dtype(op, x_in, "the bias", *bias_in);
+    TORCH_CHECK_VALUE(bias_in->dim() == 2 && bias_in->size(0) == N && bias_in->size(1) == K, op,
+                      ": the bias must have shape [", N, ", ", K, "] (one value per sample and output channel); got ",
+                      shape_str(*bias_in), ".");
+  }
+  const convkit::Activation act = activation_of(op, activation);
+  const convkit::Conv2dProblem p =
+      make_problem(op, x_in, K, w_in.size(2), w_in.size(3), w_in.size(4), stride, padding, dilation, groups);
+  const convkit::Layout layout = layout_of(x_in);
+  const at::MemoryFormat mf = format_of(layout);
+  const at::Tensor x = x_in.contiguous(mf);
+  // [N, K, Cg, R, S] -> [N*K, Cg, R, S] rows, KCRS or (channels_last) KRSC.
+  const at::Tensor w = w_in.reshape({N * K, w_in.size(2), w_in.size(3), w_in.size(4)}).contiguous(mf);
+  at::Tensor out = at::empty({p.n, p.k, p.p(), p.q()}, x.options().memory_format(mf));
+  if (out.numel() == 0 || x.numel() == 0) return out.zero_();
+  at::Tensor bias;
+  convkit::Epilogue epi;
+  epi.activation = act;
+  if (bias_in) {
+    bias = bias_in->contiguous();
+    epi.bias = bias.data_ptr();
+  }
+  try {
+    convkit::RunOptions opt;
+    opt.stream = stream;
+    convkit::conv2d_per_sample(p, to_view(op, "x", x, layout), to_view(op, "weight", w, layout),
+                               to_view(op, "out", out, layout), epi, opt);
+  } catch (const convkit::Error& e) {
+    rethrow(op, e);
+  }
+  return out;
+}
+
+void check_vector_add(const at::Tensor& a, const at::Tensor& b) {
+  constexpr const char* op = "convkit.vector_add";
+  check_device_kind(op, a);
+  TORCH_CHECK_VALUE(b.device() == a.device(), op, ": all tensors must be on one device; a is on ", a.device(),
+                    " but b is on ", b.device(), ".");
+  TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), op, ": a has dtype ", a.scalar_type(), " but b has ",
+                   b.scalar_type(), "; they must match.");
+  TORCH_CHECK_TYPE(at::isFloatingType(a.scalar_type()) || a.scalar_type() == at::kInt || a.scalar_type() == at::kLong,
+                   op, ": dtype ", a.scalar_type(), " is not supported (float32/64, float16, bfloat16, int32, int64).");
+  TORCH_CHECK_VALUE(a.sizes() == b.sizes(), op, ": a has shape ", a.sizes(), " but b has shape ", b.sizes(),
+                    "; they must match (no broadcasting).");
+}
+
+void check_silu(const at::Tensor& x) {
+  constexpr const char* op = "convkit.silu";
+  check_device_kind(op, x);
+  TORCH_CHECK_TYPE(at::isFloatingType(x.scalar_type()), op, ": x has dtype ", x.scalar_type(),
+                   "; silu needs a floating dtype (float32/64, float16, bfloat16).");
+}
+
+void check_csr_matvec(const at::Tensor& values, const at::Tensor& row_ptr, const at::Tensor& col_idx,
+                      const at::Tensor& dense) {
+  constexpr const char* op = "convkit.csr_matvec";
+  check_device_kind(op, values);
+  for (auto [name, t] : {std::pair<const char*, const at::Tensor*>{"row_ptr", &row_ptr}, {"col_idx", &col_idx},
+                         {"dense", &dense}})
+    TORCH_CHECK_VALUE(t->device() == values.device(), op, ": all tensors must be on one device; values is on ",
+                      values.device(), " but ", name, " is on ", t->device(), ".");
+  for (auto [name, t] : {std::pair<const char*, const at::Tensor*>{"values", &values}, {"row_ptr", &row_ptr},
+                         {"col_idx", &col_idx}, {"dense", &dense}})
+    TORCH_CHECK_VALUE(t->dim() == 1, op, ": ", name, " must be 1-D; got shape ", t->sizes(), ".");
+  TORCH_CHECK_TYPE(at::isFloatingType(values.scalar_type()), op, ": values has dtype ", values.scalar_type(),
+                   "; it must be floating (float32/64, float16, bfloat16).");
+  TORCH_CHECK_TYPE(dense.scalar_type() == values.scalar_type(), op, ": dense has dtype ", dense.scalar_type(),
+                   " but values has ", values.scalar_type(), "; they must match.");
+  TORCH_CHECK_TYPE(row_ptr.scalar_type() == at::kInt || row_ptr.scalar_type() == at::kLong, op,
+                   ": row_ptr has dtype ", row_ptr.scalar_type(), "; indices must be int32 or int64.");
+  TORCH_CHECK_TYPE(col_idx.scalar_type() == row_ptr.scalar_type(), op, ": col_idx has dtype ",
+                   col_idx.scalar_type(), " but row_ptr has ", row_ptr.scalar_type(), "; they must match.");
+  const int64_t nnz = values.numel();
+  TORCH_CHECK_VALUE(col_idx.numel() == nnz, op, ": col_idx has ", col_idx.numel(), " entries but values has ", nnz,
+                    "; there must be one column index per stored value.");
+  TORCH_CHECK_VALUE(row_ptr.numel() >= 1, op, ": row_ptr must have rows + 1 >= 1 entries; it is empty.");
+  // NOTE: on CUDA these reads synchronise with the device; validation is worth it for an example op.
+  const int64_t first = row_ptr[0].item<int64_t>(), last = row_ptr[-1].item<int64_t>();
+  TORCH_CHECK_VALUE(first == 0, op, ": row_ptr[0] must be 0; it is ", first, ".");
+  TORCH_CHECK_VALUE(last == nnz, op, ": row_ptr[-1] must equal the number of stored values (", nnz, "); it is ",
+                    last, ".");
+  if (row_ptr.numel() > 1) {
+    const at::Tensor dec = row_ptr.slice(0, 1).lt(row_ptr.slice(0, 0, -1));
+    if (dec.any().item<bool>()) {
+      const int64_t i = dec.nonzero()[0][0].item<int64_t>();
+      TORCH_CHECK_VALUE(false, op, ": row_ptr must be non-decreasing; row_ptr[", i + 1, "] = ",
+                        row_ptr[i + 1].item<int64_t>(), " < row_ptr[", i, "] = ", row_ptr[i].item<int64_t>(), ".");
+    }
+  }
+  if (nnz > 0) {
+    const int64_t lo = col_idx.min().item<int64_t>(), hi = col_idx.max().item<int64_t>();
+    TORCH_CHECK_VALUE(lo >= 0 && hi < dense.numel(), op, ": col_idx must lie in [0, ", dense.numel(),
+                      ") (the length of dense); found ", lo < 0 ? lo : hi, ".");
+  }
+}
+
+namespace {
+
+at::Tensor conv2d_cpu(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                      c10::string_view activation, const c10::optional<at::Tensor>& residual, c10::string_view algo) {
+  return conv2d(x, w, bias, stride, padding, dilation, groups, activation, residual, algo, nullptr);
+}
+
+at::Tensor conv2d_per_sample_cpu(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                                 at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                 int64_t groups, c10::string_view activation) {
+  return conv2d_per_sample(x, w, bias, stride, padding, dilation, groups, activation, nullptr);
+}
+
+constexpr int64_t kGrain = 32768;
+
+at::Tensor vector_add_cpu(const at::Tensor& a_in, const at::Tensor& b_in) {
+  check_vector_add(a_in, b_in);
+  const at::Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  at::Tensor out = at::empty(a.sizes(), a.options());
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "convkit_vector_add", [&] {
+    const scalar_t* pa = a.data_ptr<scalar_t>();
+    const scalar_t* pb = b.data_ptr<scalar_t>();
+    scalar_t* po = out.data_ptr<scalar_t>();
+    at::parallel_for(0, a.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = pa[i] + pb[i];
+    });
+  });
+  return out;
+}
+
+at::Tensor silu_cpu(const at::Tensor& x_in) {
+  check_silu(x_in);
+  const at::Tensor x = x_in.contiguous();
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "convkit_silu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* px = x.data_ptr<scalar_t>();
+    scalar_t* po = out.data_ptr<scalar_t>();
+    at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const acc_t v = static_cast<acc_t>(px[i]);
+        po[i] = static_cast<scalar_t>(v / (acc_t(1) + std::exp(-v)));
+      }
+    });
+  });
+  return out;
+}
+
+at::Tensor csr_matvec_cpu(const at::Tensor& values_in, const at::Tensor& row_ptr_in, const at::Tensor& col_idx_in,
+                          const at::Tensor& dense_in) {
+  check_csr_matvec(values_in, row_ptr_in, col_idx_in, dense_in);
+  const at::Tensor values = values_in.contiguous(), dense = dense_in.contiguous();
+  const at::Tensor row_ptr = row_ptr_in.to(at::kLong).contiguous(), col_idx = col_idx_in.to(at::kLong).contiguous();
+  const int64_t rows = row_ptr.numel() - 1;
+  at::Tensor out = at::empty({rows}, values.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, values.scalar_type(), "convkit_csr_matvec", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* v = values.data_ptr<scalar_t>();
+    const scalar_t* d = dense.data_ptr<scalar_t>();
+    const int64_t* rp = row_ptr.data_ptr<int64_t>();
+    const int64_t* ci = col_idx.data_ptr<int64_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    at::parallel_for(0, rows, 256, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        acc_t sum = 0;
+        for (int64_t j = rp[r]; j < rp[r + 1]; ++j) sum += static_cast<acc_t>(v[j]) * static_cast<acc_t>(d[ci[j]]);
+        o[r] = static_cast<scalar_t>(sum);
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace
+}  // namespace convkit_ext
+
+TORCH_LIBRARY(convkit, m) {
+  m.def(
+      "conv2d(Tensor x, Tensor w, Tensor? bias, int[2] stride, int[2] padding, int[2] dilation, int groups, "
+      "str activation, Tensor? residual, str algo) -> Tensor");
+  m.def(
+      "conv2d_per_sample(Tensor x, Tensor w, Tensor? bias, int[2] stride, int[2] padding, int[2] dilation, "
+      "int groups, str activation) -> Tensor");
+  m.def("vector_add(Tensor a, Tensor b) -> Tensor");
+  m.def("silu(Tensor x) -> Tensor");
+  m.def("csr_matvec(Tensor values, Tensor row_ptr, Tensor col_idx, Tensor dense) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(convkit, CPU, m) {
+  m.impl("conv2d", &convkit_ext::conv2d_cpu);
+  m.impl("conv2d_per_sample", &convkit_ext::conv2d_per_sample_cpu);
+  m.impl("vector_add", &convkit_ext::vector_add_cpu);
+  m.impl("silu", &convkit_ext::silu_cpu);
+  m.impl("csr_matvec", &convkit_ext::csr_matvec_cpu);
+}
+
+// `import convkit._C` loads this library (and so runs the registrations above); the module itself is empty.
+extern "C" PyObject* PyInit__C(void) {
+  static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "_C", "convkit's torch.ops.convkit operators", -1,
+                                   nullptr, nullptr, nullptr, nullptr, nullptr};
+  return PyModule_Create(&def);
+}

@@ -1,0 +1,26 @@
+// The extension's device-independent op bodies. ext.cpp registers them for the CPU; ext_cuda.cpp (CUDA builds
+// only) registers them for CUDA with the device guard and PyTorch's current stream.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+namespace convkit_ext {
+
+at::Tensor conv2d(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                  c10::string_view activation, const c10::optional<at::Tensor>& residual, c10::string_view algo,
+                  void* stream);
+
+at::Tensor conv2d_per_sample(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                             int64_t groups, c10::string_view activation, void* stream);
+
+// Argument checks shared by both devices; each throws a Python ValueError/TypeError with a clear message.
+void check_vector_add(const at::Tensor& a, const at::Tensor& b);
+void check_silu(const at::Tensor& x);
+void check_csr_matvec(const at::Tensor& values, const at::Tensor& row_ptr, const at::Tensor& col_idx,
+                      const at::Tensor& dense);
+
+}  // namespace convkit_ext

@@ -1,0 +1,85 @@
+// CUDA registrations of torch.ops.convkit (CUDA builds only): each op runs under a device guard for its
+// tensors' GPU and enqueues on PyTorch's current stream. Convolutions go to the convkit library; the seed's
+// example ops to the small kernels in kernels.cu.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include "ext.hpp"
+#include "kernels.hpp"
+
+namespace convkit_ext {
+namespace {
+
+void* current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
+Kind kind_of(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return Kind::f32;
+    case at::kDouble: return Kind::f64;
+    case at::kHalf: return Kind::f16;
+    case at::kBFloat16: return Kind::bf16;
+    case at::kInt: return Kind::i32;
+    case at::kLong: return Kind::i64;
+    default: TORCH_CHECK_TYPE(false, "convkit: dtype ", t, " has no CUDA kernel.");
+  }
+}
+
+at::Tensor conv2d_cuda(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                       c10::string_view activation, const c10::optional<at::Tensor>& residual, c10::string_view algo) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  return conv2d(x, w, bias, stride, padding, dilation, groups, activation, residual, algo, current_stream());
+}
+
+at::Tensor conv2d_per_sample_cuda(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                  int64_t groups, c10::string_view activation) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  return conv2d_per_sample(x, w, bias, stride, padding, dilation, groups, activation, current_stream());
+}
+
+at::Tensor vector_add_cuda(const at::Tensor& a_in, const at::Tensor& b_in) {
+  check_vector_add(a_in, b_in);
+  const c10::cuda::CUDAGuard guard(a_in.device());
+  const at::Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  at::Tensor out = at::empty(a.sizes(), a.options());
+  if (a.numel() > 0)
+    cuda_vector_add(kind_of(a.scalar_type()), a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(), current_stream());
+  return out;
+}
+
+at::Tensor silu_cuda(const at::Tensor& x_in) {
+  check_silu(x_in);
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  const at::Tensor x = x_in.contiguous();
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  if (x.numel() > 0) cuda_silu(kind_of(x.scalar_type()), x.data_ptr(), out.data_ptr(), x.numel(), current_stream());
+  return out;
+}
+
+at::Tensor csr_matvec_cuda(const at::Tensor& values_in, const at::Tensor& row_ptr_in, const at::Tensor& col_idx_in,
+                           const at::Tensor& dense_in) {
+  const c10::cuda::CUDAGuard guard(values_in.device());
+  check_csr_matvec(values_in, row_ptr_in, col_idx_in, dense_in);
+  const at::Tensor values = values_in.contiguous(), dense = dense_in.contiguous();
+  const at::Tensor row_ptr = row_ptr_in.contiguous(), col_idx = col_idx_in.contiguous();
+  const int64_t rows = row_ptr.numel() - 1;
+  at::Tensor out = at::empty({rows}, values.options());
+  if (rows > 0)
+    cuda_csr_matvec(kind_of(values.scalar_type()), kind_of(row_ptr.scalar_type()), values.data_ptr(),
+                    row_ptr.data_ptr(), col_idx.data_ptr(), dense.data_ptr(), out.data_ptr(), rows, current_stream());
+  return out;
+}
+
+}  // namespace
+}  // namespace convkit_ext
+
+TORCH_LIBRARY_IMPL(convkit, CUDA, m) {
+  m.impl("conv2d", &convkit_ext::conv2d_cuda);
+  m.impl("conv2d_per_sample", &convkit_ext::conv2d_per_sample_cuda);
+  m.impl("vector_add", &convkit_ext::vector_add_cuda);
+  m.impl("silu", &convkit_ext::silu_cuda);
+  m.impl("csr_matvec", &convkit_ext::csr_matvec_cuda);
+}

@@ -1,0 +1,20 @@
+// The extension's own small CUDA kernels (the seed's example ops, not convolutions): plain pointers, no torch
+// types, so kernels.cu compiles quickly with nvcc.
+#pragma once
+
+#include <cstdint>
+
+namespace convkit_ext {
+
+enum class Kind { f32, f64, f16, bf16, i32, i64 };
+
+// out[i] = a[i] + b[i]
+void cuda_vector_add(Kind kind, const void* a, const void* b, void* out, int64_t n, void* stream);
+// out[i] = x[i] / (1 + exp(-x[i])) (floating kinds only)
+void cuda_silu(Kind kind, const void* x, void* out, int64_t n, void* stream);
+// out[row] = sum over row_ptr[row] <= j < row_ptr[row+1] of values[j] * dense[col_idx[j]]; one warp per row.
+// `index` is i32 or i64; values/dense/out have the floating kind `kind`. Indices are already validated.
+void cuda_csr_matvec(Kind kind, Kind index, const void* values, const void* row_ptr, const void* col_idx,
+                     const void* dense, void* out, int64_t rows, void* stream);
+
+}  // namespace convkit_ext

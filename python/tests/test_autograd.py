@@ -1,0 +1,118 @@
+"""Gradients of conv2d and conv2d_per_sample.
+
+convkit computes in float32 (its kernels and its oracle cpu_ref take f32/f16/bf16 only), so there is no
+float64 path to gradcheck. Two checks instead, documented in docs/pytorch.md:
+  1. torch.autograd.gradcheck in float32 on tiny shapes, eps=1e-2 with atol/rtol 2e-2: the ops are linear in
+     x and w (smooth activations only here), so central differences are exact up to float32 rounding.
+  2. Analytic gradients (float32, convkit) against PyTorch's autograd of the same function in float64, over
+     the whole edge set and every activation, to 1e-4: this is the precise check of every formula.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import convkit
+from conftest import DEVICES, EDGE_SET, MEMORY_FORMATS, make_case, run_or_skip_unsupported
+
+ACTS = {"none": lambda t: t, "relu": F.relu, "silu": F.silu, "gelu": F.gelu}
+
+
+@pytest.mark.filterwarnings("ignore:Input #")
+@pytest.mark.parametrize("activation", ["none", "silu", "gelu"])
+@pytest.mark.parametrize("conv", [dict(stride=1, padding=1, dilation=1, groups=1),
+                                  dict(stride=2, padding=1, dilation=1, groups=2),
+                                  dict(stride=1, padding=2, dilation=2, groups=1)])
+def test_gradcheck_conv2d_float32(conv, activation):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 5, 5, generator=g, requires_grad=True)
+    w = torch.randn(4, 4 // conv["groups"], 3, 3, generator=g, requires_grad=True)
+    b = torch.randn(4, generator=g, requires_grad=True)
+    out_shape = F.conv2d(x, w, b, **conv).shape
+    res = torch.randn(out_shape, generator=g, requires_grad=True)
+    fn = lambda x, w, b, r: convkit.conv2d(x, w, b, **conv, activation=activation, residual=r)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (x, w, b, res), eps=1e-2, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.filterwarnings("ignore:Input #")
+@pytest.mark.parametrize("stride", [1, 2])
+def test_gradcheck_per_sample_float32(stride):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 2, 5, 5, generator=g, requires_grad=True)
+    w = torch.randn(2, 3, 2, 3, 3, generator=g, requires_grad=True)
+    b = torch.randn(2, 3, generator=g, requires_grad=True)
+    fn = lambda x, w, b: convkit.conv2d_per_sample(x, w, b, stride=stride, padding=1, activation="silu")  # noqa
+    assert torch.autograd.gradcheck(fn, (x, w, b), eps=1e-2, atol=2e-2, rtol=2e-2)
+
+
+def _grads(fn, tensors, grad_out):
+    out = fn(*tensors)
+    gs = torch.autograd.grad(out, tensors, grad_out.to(out.dtype))
+    return out, gs
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation,memory_format", [
+    ("none", torch.contiguous_format), ("none", torch.channels_last), ("relu", torch.channels_last),
+    ("silu", torch.contiguous_format), ("gelu", torch.channels_last)], ids=["none-nchw", "none-nhwc", "relu-nhwc",
+                                                                           "silu-nchw", "gelu-nhwc"])
+@pytest.mark.parametrize("name", list(EDGE_SET))
+def test_conv2d_grads_match_float64_torch(name, activation, memory_format, device):
+    x, w, b, conv = make_case(EDGE_SET[name], device, memory_format=memory_format, seed=2)
+    res = torch.randn(F.conv2d(x, w, b, **conv).shape, device=device)
+    grad_out = torch.randn(res.shape, device=device)
+    ours = [t.clone().requires_grad_() for t in (x, w, b, res)]
+    ref = [t.detach().double().cpu().requires_grad_() for t in (x, w, b, res)]
+    out, g_ours = run_or_skip_unsupported(lambda: _grads(
+        lambda x, w, b, r: convkit.conv2d(x, w, b, **conv, activation=activation, residual=r), ours, grad_out))
+    _, g_ref = _grads(lambda x, w, b, r: ACTS[activation](F.conv2d(x, w, b, **conv) + r), ref, grad_out.cpu())
+    for got, want, what in zip(g_ours, g_ref, ("x", "w", "bias", "residual")):
+        assert got.shape == want.shape, what
+        torch.testing.assert_close(got.double().cpu(), want, rtol=1e-4, atol=1e-4, msg=lambda m: f"{what}: {m}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("memory_format", MEMORY_FORMATS, ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("name", ["c3_odd", "stride2_odd", "dilation2", "groups4", "depthwise", "pad_gt_half_r",
+                                  "asymmetric"])
+def test_per_sample_grads_match_float64_torch(name, memory_format, device):
+    x, w1, _, conv = make_case(EDGE_SET[name], device, memory_format=memory_format, seed=4)
+    n = x.shape[0]
+    g = torch.Generator().manual_seed(6)
+    w = torch.randn(n, *w1.shape, generator=g).to(device)
+    b = torch.randn(n, w1.shape[0], generator=g).to(device)
+    ours = [t.clone().requires_grad_() for t in (x, w, b)]
+    ref = [t.detach().double().cpu().requires_grad_() for t in (x, w, b)]
+
+    def ref_fn(x, w, b):
+        return F.gelu(torch.cat([F.conv2d(x[i:i + 1], w[i], b[i], **conv) for i in range(x.shape[0])]))
+
+    grad_out = torch.randn(ref_fn(*[t.detach() for t in ref]).shape, dtype=torch.float64)
+    out, g_ours = run_or_skip_unsupported(lambda: _grads(
+        lambda x, w, b: convkit.conv2d_per_sample(x, w, b, **conv, activation="gelu"), ours, grad_out.to(device)))
+    _, g_ref = _grads(ref_fn, ref, grad_out)
+    for got, want, what in zip(g_ours, g_ref, ("x", "w", "bias")):
+        torch.testing.assert_close(got.double().cpu(), want, rtol=1e-4, atol=1e-4, msg=lambda m: f"{what}: {m}")
+
+
+def test_aten_backward_mode_agrees(monkeypatch):
+    x, w, b, conv = make_case(EDGE_SET["groups4"], seed=8)
+    grads = {}
+    for mode in ("convkit", "aten"):
+        monkeypatch.setattr(convkit._autograd, "BACKWARD", mode)
+        ts = [t.clone().requires_grad_() for t in (x, w, b)]
+        convkit.conv2d(*ts, **conv, activation="silu").square().sum().backward()
+        grads[mode] = [t.grad for t in ts]
+    for a, c in zip(grads["convkit"], grads["aten"]):
+        torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-4)
+
+
+def test_example_op_grads():
+    a = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(convkit.vector_add, (a, b))
+    assert torch.autograd.gradcheck(convkit.silu, (a,))
+    values = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    dense = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    row_ptr = torch.tensor([0, 2, 2, 5])
+    col_idx = torch.tensor([0, 3, 1, 2, 3])
+    assert torch.autograd.gradcheck(lambda v, d: convkit.csr_matvec(v, row_ptr, col_idx, d), (values, dense))

@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# The one GPU check: build, doctor, GPU tests, compute-sanitizer, benchmarks, PyTorch anchors, chart.
+#
+#   scripts/gpu_check.sh OUTDIR [--skip-build] [--only tests|sanitize|bench] [--suites "seeds resnet50"]
+#
+# Meant for the H200 machine (one device call of at most 10 minutes): every step has its own timeout and
+# the whole run keeps to a budget (GPU_CHECK_BUDGET seconds, default 560), skipping what no longer fits.
+# Writes at most 7 files into OUTDIR:
+#   summary.md  sanitizer.log  build_tests.log  bench.txt  bench_<suite>.json (one per suite)  chart.png
+# and prints the short summary at the end. Exits non-zero if the build, a test, a sanitizer run or a
+# benchmark failed; later steps still run and everything is still written.
+#
+# Environment knobs: GPU_CHECK_BUDGET (s), TEST_FILTER (gtest filter for the GPU test run, default all),
+# MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; default: picked from the test list by algorithm name),
+# BUILD_DIR (default build-gpu), JOBS (default nproc), CUDA_ARCHS (default 90).
+set -u
+set -o pipefail
+
+usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || usage
+OUTDIR=$1; shift
+SKIP_BUILD=0; ONLY=all; SUITES="seeds resnet50"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --skip-build) SKIP_BUILD=1 ;;
+    --only) shift; ONLY=${1:-}; case "$ONLY" in tests|sanitize|bench) ;; *) usage ;; esac ;;
+    --suites) shift; SUITES=${1:-} ;;
+    -h|--help) usage ;;
+    *) echo "gpu_check: unknown argument '$1'" >&2; usage ;;
+  esac
+  shift
+done
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 2
+mkdir -p "$OUTDIR" || exit 2
+OUTDIR=$(cd "$OUTDIR" && pwd)
+BUILD=${BUILD_DIR:-build-gpu}
+JOBS=${JOBS:-$(nproc)}
+ARCHS=${CUDA_ARCHS:-90}
+BUDGET=${GPU_CHECK_BUDGET:-560}
+T0=$(date +%s)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+SUMMARY=$OUTDIR/summary.md
+BLOG=$OUTDIR/build_tests.log
+SLOG=$OUTDIR/sanitizer.log
+BTXT=$OUTDIR/bench.txt
+: >"$BLOG"; : >"$SLOG"; : >"$BTXT"
+ROWS=$TMP/rows; : >"$ROWS"
+NOTES=$TMP/notes; : >"$NOTES"
+FAILED=0
+
+CLI=$BUILD/tools/convkit
+TESTS=$BUILD/tests/convkit_tests
+REQUIRE_ALGOS=cuda_ref,cuda_direct_naive,cuda_direct_smem,cuda_direct_regblock,cuda_im2col_cublas,cuda_igemm_simt,cudnn
+export CONVKIT_REQUIRE_GPU=1 CONVKIT_REQUIRE_ALGOS=$REQUIRE_ALGOS GTEST_COLOR=no PYTHONUNBUFFERED=1
+
+want() { [ "$ONLY" = all ] || [ "$ONLY" = "$1" ]; }
+elapsed() { echo $(( $(date +%s) - T0 )); }
+left() { echo $(( BUDGET - $(elapsed) )); }
+row() { printf '| %s | %s | %ss | %s |\n' "$1" "$2" "$3" "$4" >>"$ROWS"; echo "gpu_check: $1: $2 ($3 s) $4"; }
+fail() { FAILED=1; }
+
+# run_step NAME CAP LOG CMD...: runs CMD with timeout min(CAP, budget left - 10 s), appending to LOG.
+# Sets STEP_RC (124 = timed out, 125 = skipped for lack of time) and STEP_S.
+run_step() {
+  local name=$1 cap=$2 log=$3; shift 3
+  local t=$(( $(left) - 10 )); [ "$t" -gt "$cap" ] && t=$cap
+  STEP_S=0
+  if [ "$t" -lt 5 ]; then STEP_RC=125; echo "== $name: skipped, the time budget is spent" >>"$log"; return; fi
+  echo "== $name (timeout ${t}s): $*" >>"$log"
+  local s
+  s=$(date +%s)
+  timeout --kill-after=5 "$t" "$@" >>"$log" 2>&1
+  STEP_RC=$?
+  STEP_S=$(( $(date +%s) - s ))
+  echo "== $name: exit $STEP_RC after ${STEP_S}s" >>"$log"
+}
+status_of() {  # status text for STEP_RC
+  case "$STEP_RC" in 0) echo ok ;; 124|137) echo TIMEOUT ;; 125) echo SKIPPED ;; *) echo "FAIL (exit $STEP_RC)" ;; esac
+}
+
+# ---- build ---------------------------------------------------------------------------------------
+if [ "$SKIP_BUILD" = 0 ]; then
+  CUDNN_ARGS=()
+  # PyTorch's cuDNN (9.19) rather than the system's 9.14: headers and library from the same place.
+  TORCH_CUDNN=${CONVKIT_CUDNN_ROOT:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn}
+  [ -f "$TORCH_CUDNN/include/cudnn_version.h" ] && CUDNN_ARGS=(-DCONVKIT_CUDNN_ROOT="$TORCH_CUDNN")
+  run_step configure 120 "$BLOG" cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" "${CUDNN_ARGS[@]}"
+  if [ "$STEP_RC" = 0 ]; then
+    cfg_s=$STEP_S
+    run_step build 330 "$BLOG" cmake --build "$BUILD" -j "$JOBS"
+    st=$(status_of); [ "$STEP_RC" = 0 ] || fail
+    warn=$(grep -c -i -E "warning[: ]" "$BLOG" || true)
+    spills=$(grep -c "spill" "$BLOG" || true)
+    row build "$st" $(( cfg_s + STEP_S )) "$warn warning lines, $spills spill lines (see build_tests.log)"
+  else
+    fail; row build "configure $(status_of)" "$STEP_S" "see build_tests.log"
+  fi
+  grep -E "convkit: (CUDA|cuDNN)" "$BLOG" | sed 's/^-- //' >>"$NOTES"
+else
+  row build skipped 0 "--skip-build: using $BUILD"
+fi
+
+# ---- doctor --------------------------------------------------------------------------------------
+DOCTOR=$TMP/doctor.txt; : >"$DOCTOR"
+if [ -x "$CLI" ]; then
+  run_step doctor 30 "$DOCTOR" "$CLI" doctor
+  st=$(status_of); [ "$STEP_RC" = 0 ] || fail
+  # This script is for a GPU machine: no usable GPU, or no code for it, is a failure.
+  if grep -q -E '^GPU: none|code for it: NO|^CUDA: not in this build' "$DOCTOR"; then st="FAIL (no usable GPU)"; fail; fi
+  row doctor "$st" "$STEP_S" "$(grep -v '^==' "$DOCTOR" | grep -m1 -E '^GPU' | tr -s ' ' | cut -c1-100)"
+else
+  fail; row doctor "FAIL" 0 "no CLI binary at $CLI"
+fi
+
+# ---- GPU tests -----------------------------------------------------------------------------------
+if want tests; then
+  if [ -x "$TESTS" ]; then
+    run_step tests 200 "$BLOG" env GTEST_BRIEF=1 "$TESTS" --gtest_filter="${TEST_FILTER:-*}"
+    st=$(status_of)
+    passed=$(grep -E '^\[  PASSED  \] [0-9]+ test' "$BLOG" | tail -1 | grep -oE '[0-9]+' | head -1)
+    failed_list=$(sed -n '/^\[  FAILED  \] [0-9]* test/,$p' "$BLOG" | grep -E '^\[  FAILED  \] [A-Za-z]' | \
+                  sed 's/^\[  FAILED  \] //; s/,.*//' | head -8 | tr '\n' ' ')
+    skipped=$(grep -E '^\[  SKIPPED \] [0-9]+ test' "$BLOG" | tail -1 | grep -oE '[0-9]+' | head -1)
+    note="${passed:-0} passed"
+    [ -n "$skipped" ] && note="$note, $skipped skipped"
+    [ -n "$failed_list" ] && note="$note; failed: $failed_list"
+    if [ "$STEP_RC" != 0 ] || [ "${passed:-0}" = 0 ]; then
+      fail; [ "${passed:-0}" = 0 ] && [ "$STEP_RC" = 0 ] && st="FAIL (no test ran)"
+    fi
+    row tests "$st" "$STEP_S" "$note"
+  else
+    fail; row tests FAIL 0 "no test binary at $TESTS"
+  fi
+fi
+
+# ---- compute-sanitizer ---------------------------------------------------------------------------
+# pick_tests PER PATTERN ALGO...: from the test list, up to PER tests per algorithm whose line mentions the
+# algorithm (case-insensitive) and matches the regex PATTERN, falling back to any test of that algorithm.
+pick_tests() {
+  local per=$1 pattern=$2; shift 2
+  local list=$TMP/tests.list picked=""
+  # "Suite.Test<TAB>whole line": a parameterised test may name its algorithm only in "# GetParam() = ...".
+  [ -s "$list" ] || "$TESTS" --gtest_list_tests 2>/dev/null | awk '
+    /^[^ ]/ { suite=$1; next }
+    /^  [^ ]/ { print suite $1 "\t" suite $0 }' >"$list"
+  for algo in "$@"; do
+    local mine
+    mine=$(grep -i -F -- "$algo" "$list" | grep -E -- "$pattern" | cut -f1 | head -n "$per")
+    [ -n "$mine" ] || mine=$(grep -i -F -- "$algo" "$list" | cut -f1 | head -n "$per")
+    picked="$picked $(echo "$mine" | tr '\n' ' ')"
+  done
+  echo "$picked" | tr ' ' '\n' | grep -v '^$' | awk '!seen[$0]++' | paste -sd: -
+}
+sanitize() {  # sanitize TOOL FILTER CAP
+  local tool=$1 filter=$2 cap=$3
+  if [ -z "$filter" ]; then STEP_RC=125; STEP_S=0; echo "== $tool: no matching test" >>"$SLOG"; return; fi
+  run_step "$tool" "$cap" "$SLOG" "$SANITIZER" --tool "$tool" --error-exitcode 86 --print-limit 20 \
+    "$TESTS" --gtest_filter="$filter"
+}
+if want sanitize; then
+  SANITIZER=$(command -v compute-sanitizer || true)
+  for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+    [ -z "$SANITIZER" ] && [ -x "$c" ] && SANITIZER=$c
+  done
+  if [ -z "$SANITIZER" ]; then
+    fail; row sanitizer FAIL 0 "compute-sanitizer is neither on PATH nor in /usr/local/cuda"
+  elif [ ! -x "$TESTS" ]; then
+    fail; row sanitizer FAIL 0 "no test binary at $TESTS"
+  else
+    # memcheck: the edge set (odd sizes, tile remainders) of every GPU algorithm; racecheck (slower): two
+    # small hand-checked cases of each kernel that uses shared memory.
+    mfilter=${MEMCHECK_FILTER:-$(pick_tests 1 'EdgeSet' cuda_ref cuda_direct_naive cuda_direct_smem \
+                                   cuda_direct_regblock cuda_im2col_cublas cuda_igemm_simt cudnn)}
+    rfilter=${RACECHECK_FILTER:-$(pick_tests 2 'HandChecked(K2BiasRelu|Stride2)' cuda_direct_smem \
+                                   cuda_direct_regblock cuda_igemm_simt)}
+    for tool in memcheck racecheck; do
+      if [ "$tool" = memcheck ]; then sanitize memcheck "$mfilter" 90; f=$mfilter
+      else sanitize racecheck "$rfilter" 90; f=$rfilter; fi
+      st=$(status_of)
+      n=$(echo "$f" | tr ':' '\n' | grep -c . || true)
+      if grep -q -E "Device not supported|Unable to find injection library|Target application terminated before first instrumented API call" "$SLOG"; then
+        st="UNAVAILABLE"; note="compute-sanitizer cannot attach on this machine (see sanitizer.log)"; fail
+      else
+        errs=$(grep -E "ERROR SUMMARY: [0-9]+ error" "$SLOG" | tail -1 | sed 's/.*ERROR SUMMARY: //')
+        hazards=$(grep -E "RACECHECK SUMMARY" "$SLOG" | tail -1 | sed 's/.*RACECHECK SUMMARY: //')
+        note="$n tests; ${errs:-no summary}"
+        [ "$tool" = racecheck ] && note="$n tests; ${hazards:-${errs:-no summary}}"
+        case "$STEP_RC" in 0) ;; 125) note="no CUDA test matched the algorithm names" ; fail ;; *) fail ;; esac
+      fi
+      row "$tool" "$st" "$STEP_S" "$note"
+    done
+  fi
+fi
+
+# ---- benchmarks ----------------------------------------------------------------------------------
+JSONS=()
+if want bench; then
+  if [ -x "$CLI" ]; then
+    for suite in $SUITES; do
+      json=$OUTDIR/bench_$suite.json csv=$TMP/bench_$suite.csv out=$TMP/bench_$suite.txt
+      : >"$out"
+      run_step "bench $suite" 200 "$out" "$CLI" bench --suite "$suite" --device cuda --algo all \
+        --json "$json" --csv "$csv"
+      st=$(status_of); [ "$STEP_RC" = 0 ] || fail
+      [ -s "$json" ] && JSONS+=("$json")
+      # "algo 1.23x" for each line of the geomean block, and the INCORRECT warning if any.
+      geo=$(awk '/geomean speed-up/ {on=1; next} on && /^  [^ ]/ {printf "%s %s; ", $1, $2} on && !/^  / {on=0}' "$out")
+      bad=$(grep -m1 -o "WARNING: [0-9]* results\{0,1\} [a-z]* INCORRECT" "$out")
+      row "bench $suite" "$st" "$STEP_S" "${bad:+$bad; }${geo:-no geomean (see bench.txt)}"
+      cat "$out" >>"$BTXT"
+      if [ -s "$csv" ]; then { echo "== $suite CSV"; cat "$csv"; } >>"$BTXT"; fi
+      grep -q "INCORRECT" "$out" && fail
+    done
+  else
+    fail; row bench FAIL 0 "no CLI binary at $CLI"
+  fi
+  # PyTorch's cuDNN on the same shapes: our cudnn peer should be within ~10% of it.
+  ANCHOR=$TMP/anchor.txt; : >"$ANCHOR"
+  run_step "torch anchor" 90 "$ANCHOR" python3 scripts/torch_anchor.py --suites "$SUITES" --ceilings \
+    --compare "${JSONS[@]}"
+  row "torch anchor" "$(status_of)" "$STEP_S" "$(grep -m1 'compare geomean' "$ANCHOR" | cut -c1-90)"
+  cat "$ANCHOR" >>"$BTXT"
+  if [ -f scripts/plot_bench.py ] && [ ${#JSONS[@]} -gt 0 ]; then
+    # The roofline's ceilings: this run's PyTorch measurements when they came, else ANCHORS.md's.
+    bw=$(awk '/^ceiling copy/ {print $3}' "$ANCHOR"); fp32=$(awk '/^ceiling sgemm.*fp32/ {print $5}' "$ANCHOR")
+    run_step plot 40 "$BTXT" python3 scripts/plot_bench.py "${JSONS[@]}" -o "$OUTDIR/chart.png" \
+      --peak "fp32=${fp32:-51}" --bandwidth "${bw:-4.26}"
+    row plot "$(status_of)" "$STEP_S" "$([ -s "$OUTDIR/chart.png" ] && echo chart.png || echo 'no chart')"
+  else
+    row plot skipped 0 "no scripts/plot_bench.py or no bench JSON"
+  fi
+fi
+
+# ---- summary -------------------------------------------------------------------------------------
+{
+  echo "# gpu_check $(date -u +%Y-%m-%dT%H:%MZ) ($(elapsed) s, budget ${BUDGET} s)"
+  echo
+  echo "| step | status | time | note |"
+  echo "|---|---|---|---|"
+  cat "$ROWS"
+  echo
+  [ -s "$NOTES" ] && { cat "$NOTES"; echo; }
+  if [ -s "$DOCTOR" ]; then echo '## convkit doctor'; echo '```'; head -40 "$DOCTOR"; echo '```'; fi
+  if [ -s "${ANCHOR:-/nonexistent}" ]; then echo '## PyTorch cuDNN anchors'; echo '```'; cat "$ANCHOR"; echo '```'; fi
+  echo
+  echo "Files: $(cd "$OUTDIR" && ls | tr '\n' ' ')"
+  echo "RESULT: $([ "$FAILED" = 0 ] && echo PASS || echo FAIL)"
+} >"$SUMMARY"
+
+# The short form on stdout (the device tool returns only the tail of the output).
+echo
+sed -n '1,/^$/p' "$SUMMARY"
+echo "| step | status | time | note |"
+cat "$ROWS"
+grep -v '^==' "$DOCTOR" 2>/dev/null | grep -E '^(CUDA|cuDNN|GPU|  code)' | head -6
+[ -s "${ANCHOR:-/nonexistent}" ] && grep -E "^(compare|ceiling)" "$ANCHOR" | head -30
+echo "RESULT: $([ "$FAILED" = 0 ] && echo PASS || echo FAIL) (details in $OUTDIR/summary.md)"
+exit "$FAILED"

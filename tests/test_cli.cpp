@@ -1,0 +1,344 @@
+// The convkit CLI, run as a separate process in a temporary folder: --help and bad flags of every
+// subcommand, `convkit run` end to end on .npy files written here (compared with cpu_ref), its error paths
+// (exit 2, one line on stderr, no output file left behind), `list`, `doctor`, and `bench --json/--csv`.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace convkit;
+using ckt::HostTensor;
+
+#ifndef CONVKIT_CLI_PATH
+TEST(Cli, NotBuilt) { GTEST_SKIP() << "the CLI is not built (CONVKIT_BUILD_TOOLS=OFF)"; }
+#else
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+  // The non-empty lines of stderr.
+  std::vector<std::string> err_lines() const {
+    std::vector<std::string> v;
+    std::istringstream in(err);
+    for (std::string l; std::getline(in, l);)
+      if (!l.empty()) v.push_back(l);
+    return v;
+  }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// A temporary folder: `work` holds the files the CLI sees, the captured stdout/stderr live beside it.
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "convkit_cli_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+    work_ = root_ / "work";
+    fs::create_directories(work_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+
+  std::string path(const std::string& name) const { return (work_ / name).string(); }
+
+  // Runs `convkit <args>` in the work folder (CONVKIT_LOG unset so stderr holds only what the CLI says).
+  Result cli(const std::string& args) const {
+    const std::string cmd = "cd '" + work_.string() + "' && env -u CONVKIT_LOG '" CONVKIT_CLI_PATH "' " + args +
+                            " >'" + (root_ / "stdout").string() + "' 2>'" + (root_ / "stderr").string() + "'";
+    const int st = std::system(cmd.c_str());
+    Result r;
+    r.code = st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r.out = slurp(root_ / "stdout");
+    r.err = slurp(root_ / "stderr");
+    return r;
+  }
+
+  std::set<std::string> files() const {
+    std::set<std::string> s;
+    for (const auto& e : fs::directory_iterator(work_)) s.insert(e.path().filename().string());
+    return s;
+  }
+
+  // A user error: exit 2, exactly one line on stderr, and no file created in the work folder.
+  void expect_user_error(const std::string& args, const std::string& says = "") const {
+    const auto before = files();
+    const Result r = cli(args);
+    EXPECT_EQ(r.code, 2) << "convkit " << args << "\nstderr: " << r.err;
+    const auto lines = r.err_lines();
+    EXPECT_EQ(lines.size(), 1u) << "convkit " << args << ": want one line on stderr, got:\n" << r.err;
+    if (!says.empty()) {
+      EXPECT_NE(r.err.find(says), std::string::npos) << "convkit " << args << ": " << r.err;
+    }
+    const auto after = files();
+    for (const auto& f : after)
+      EXPECT_TRUE(before.count(f)) << "convkit " << args << " left '" << f << "' behind after failing";
+  }
+
+  fs::path root_, work_;
+};
+
+// Host data for `convkit run`, written as .npy files, plus the same data as a test case for cpu_ref.
+struct RunFiles {
+  ckt::Case c;
+  std::string args;  // --input ... --weight ... [--bias ...] [--residual ...]
+};
+
+RunFiles write_run_files(const std::function<std::string(const std::string&)>& path, const Conv2dProblem& p,
+                         bool bias, bool residual, Activation act, uint32_t seed) {
+  ckt::EpilogueSpec e;
+  e.bias = bias;
+  e.residual = residual;
+  e.activation = act;
+  RunFiles f;
+  f.c = ckt::make_case(p, ConvConfig{}, e, seed, ckt::Fill::gaussian);
+  auto to_f = [](const HostTensor& h) {
+    std::vector<float> v(size_t(h.numel()));
+    std::memcpy(v.data(), h.bytes.data(), v.size() * 4);
+    return v;
+  };
+  auto shape = [](const std::array<int64_t, 4>& d) { return std::vector<int64_t>{d[0], d[1], d[2], d[3]}; };
+  ckt::write_npy_f32(path("x.npy"), shape(input_dims(p)), to_f(f.c.src));
+  ckt::write_npy_f32(path("w.npy"), shape(weight_dims(p)), to_f(f.c.wei));
+  f.args = "--input x.npy --weight w.npy";
+  if (bias) {
+    std::vector<float> b(size_t(p.k));
+    std::memcpy(b.data(), f.c.bias.data(), b.size() * 4);
+    ckt::write_npy_f32(path("b.npy"), {p.k}, b);
+    f.args += " --bias b.npy";
+  }
+  if (residual) {
+    ckt::write_npy_f32(path("r.npy"), shape(output_dims(p)), to_f(f.c.residual));
+    f.args += " --residual r.npy";
+  }
+  return f;
+}
+
+std::string pair_flag(int64_t a, int64_t b) { return a == b ? std::to_string(a) : std::to_string(a) + "," + std::to_string(b); }
+
+}  // namespace
+
+TEST_F(Cli, HelpOfEverySubcommandExitsZero) {
+  for (const char* args : {"--help", "run --help", "bench --help", "list --help", "filter --help", "doctor --help"}) {
+    const Result r = cli(args);
+    EXPECT_EQ(r.code, 0) << "convkit " << args << "\n" << r.err;
+    EXPECT_FALSE(r.out.empty()) << "convkit " << args << " printed no help";
+  }
+  const Result r = cli("run --help");
+  for (const char* flag : {"--input", "--weight", "--bias", "--residual", "--stride", "--padding", "--dilation",
+                           "--groups", "--activation", "--algo", "--device", "--output"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << "`convkit run --help` does not mention " << flag;
+  const Result b = cli("bench --help");
+  for (const char* flag : {"--problem", "--suite", "--algo", "--device", "--dtype", "--layout", "--csv", "--json", "--runs"})
+    EXPECT_NE(b.out.find(flag), std::string::npos) << "`convkit bench --help` does not mention " << flag;
+}
+
+TEST_F(Cli, BadFlagsExitTwoWithOneLine) {
+  for (const char* args : {"run --bogus", "bench --bogus", "list --bogus", "doctor --bogus", "filter --bogus",
+                           "frobnicate", "", "run --input x.npy", "bench --runs abc"})
+    expect_user_error(args);
+}
+
+TEST_F(Cli, ListAndDoctorExitZero) {
+  const Result l = cli("list");
+  EXPECT_EQ(l.code, 0) << l.err;
+  for (const Algorithm* a : ckt::algorithms_and_peers())
+    EXPECT_NE(l.out.find(a->name()), std::string::npos) << "`convkit list` does not show " << a->name();
+  const Result d = cli("doctor");
+  EXPECT_EQ(d.code, 0) << d.err;
+  EXPECT_FALSE(d.out.empty());
+  EXPECT_NE(d.out.find(version()), std::string::npos) << "doctor should print the version:\n" << d.out;
+}
+
+// ---- convkit run end to end ---------------------------------------------------------------------
+
+TEST_F(Cli, RunMatchesTheReference) {
+  struct Variant {
+    const char* spec;
+    bool bias, residual;
+    Activation act;
+    const char* algo;  // nullptr: leave the default (auto)
+    const char* device;
+  };
+  std::vector<Variant> variants = {
+      {"n1c3h9w9k4r3s3", false, false, Activation::none, nullptr, nullptr},
+      {"n2c4h11w10k6r3s5ph1pw2uh2uw1dh1dw2g2", true, true, Activation::relu, "cpu_ref", "cpu"},
+      {"n1c4h8w8k4r3s3p3", true, false, Activation::gelu, "auto", "cpu"},
+      {"n2c6h7w7k6r3s3p1g6", false, true, Activation::silu, nullptr, "cpu"},
+      {"n1c2h6w6k3r1s1u2", true, false, Activation::none, nullptr, nullptr},
+  };
+  if (cuda_device_available()) {
+    variants.push_back({"n2c4h11w10k6r3s3p1", true, true, Activation::relu, nullptr, "cuda"});
+    variants.push_back({"n1c3h9w9k4r3s3p1u2", false, false, Activation::none, "auto", "cuda"});
+  }
+  uint32_t seed = 11;
+  for (const auto& v : variants) {
+    const Conv2dProblem p = Conv2dProblem::parse(v.spec);
+    const RunFiles f = write_run_files([&](const std::string& n) { return path(n); }, p, v.bias, v.residual,
+                                       v.act, seed++);
+    std::string args = "run " + f.args + " --output y.npy";
+    args += " --stride " + pair_flag(p.stride_h, p.stride_w) + " --padding " + pair_flag(p.pad_h, p.pad_w) +
+            " --dilation " + pair_flag(p.dilation_h, p.dilation_w) + " --groups " + std::to_string(p.groups);
+    if (v.act != Activation::none) args += std::string(" --activation ") + to_string(v.act);
+    if (v.algo) args += std::string(" --algo ") + v.algo;
+    if (v.device) args += std::string(" --device ") + v.device;
+    const Result r = cli(args);
+    ASSERT_EQ(r.code, 0) << "convkit " << args << "\n" << r.err;
+    std::vector<int64_t> shape;
+    std::vector<float> y;
+    std::string err;
+    ASSERT_TRUE(ckt::read_npy_f32(path("y.npy"), &shape, &y, &err)) << err;
+    EXPECT_EQ(shape, (std::vector<int64_t>{p.n, p.k, p.p(), p.q()})) << v.spec;
+    const std::vector<double> ref = ckt::reference(f.c).memory_order();
+    ASSERT_EQ(y.size(), ref.size());
+    HostTensor out(DType::f32, Layout::nchw, output_dims(p));
+    std::memcpy(out.bytes.data(), y.data(), y.size() * 4);
+    const bool exact = v.algo && std::string(v.algo) == "cpu_ref";
+    const auto verdict = ckt::check_output(ckt::cpu_ref(), f.c, out, ref, 1e-5, exact);
+    EXPECT_TRUE(verdict.ok) << "convkit " << args << ": " << verdict.message;
+    fs::remove(path("y.npy"));
+  }
+}
+
+// ---- convkit run error paths --------------------------------------------------------------------
+
+TEST_F(Cli, RunErrorsExitTwoAndLeaveNoOutput) {
+  const Conv2dProblem p = Conv2dProblem::parse("n1c2h5w5k3r3s3p1");
+  write_run_files([&](const std::string& n) { return path(n); }, p, true, true, Activation::none, 5);
+  const std::string ok = " --output y.npy";
+  // Sanity: the good files work.
+  ASSERT_EQ(cli("run --input x.npy --weight w.npy --bias b.npy --residual r.npy --padding 1" + ok).code, 0);
+  fs::remove(path("y.npy"));
+
+  std::vector<float> data(50, 1.0f);
+  {  // not a .npy file
+    std::ofstream(path("text.npy")) << "hello, this is not numpy\n";
+  }
+  ckt::write_npy_raw(path("trunc.npy"), "<f4", {1, 2, 5, 5}, data.data(), 10 * 4);
+  std::vector<double> d8(50, 1.0);
+  ckt::write_npy_raw(path("f8.npy"), "<f8", {1, 2, 5, 5}, d8.data(), 50 * 8);
+  std::vector<int32_t> i4(50, 1);
+  ckt::write_npy_raw(path("i4.npy"), "<i4", {1, 2, 5, 5}, i4.data(), 50 * 4);
+  ckt::write_npy_raw(path("fortran.npy"), "<f4", {1, 2, 5, 5}, data.data(), 50 * 4, true);
+  ckt::write_npy_f32(path("ndim3.npy"), {2, 5, 5}, data);
+  ckt::write_npy_f32(path("c3.npy"), {1, 3, 5, 5}, std::vector<float>(75, 1.0f));
+  ckt::write_npy_f32(path("bias_wrong.npy"), {4}, std::vector<float>(4, 1.0f));
+  ckt::write_npy_f32(path("res_wrong.npy"), {1, 3, 4, 4}, std::vector<float>(48, 1.0f));
+  {  // the header says more bytes than there are in the file header itself
+    std::ofstream f(path("badheader.npy"), std::ios::binary);
+    f.write("\x93NUMPY\x01\x00\xff\x00{'descr'", 18);
+  }
+
+  const std::string w = " --weight w.npy", x = " --input x.npy";
+  expect_user_error("run --input missing.npy" + w + ok, "missing.npy");
+  expect_user_error("run --input text.npy" + w + ok, "text.npy");
+  expect_user_error("run --input trunc.npy" + w + ok, "trunc.npy");
+  expect_user_error("run --input f8.npy" + w + ok, "f8.npy");
+  expect_user_error("run --input i4.npy" + w + ok, "i4.npy");
+  expect_user_error("run --input fortran.npy" + w + ok, "fortran.npy");
+  expect_user_error("run --input badheader.npy" + w + ok, "badheader.npy");
+  expect_user_error("run --input ndim3.npy" + w + ok, "ndim3.npy");
+  expect_user_error("run --input c3.npy" + w + ok);                  // C=3 vs a weight made for C=2
+  expect_user_error("run" + x + " --weight f8.npy" + ok, "f8.npy");
+  expect_user_error("run" + x + w + " --bias bias_wrong.npy" + ok, "bias_wrong.npy");
+  expect_user_error("run" + x + w + " --residual res_wrong.npy --padding 1" + ok, "res_wrong.npy");
+  for (const char* s : {"2,x", "0", "1,2,3", "-1", ",2", "abc", ""})
+    expect_user_error("run" + x + w + " --stride '" + s + "'" + ok, "--stride");
+  expect_user_error("run" + x + w + " --padding -1" + ok);
+  expect_user_error("run" + x + w + " --dilation 0" + ok);
+  expect_user_error("run" + x + w + " --groups 0" + ok);
+  expect_user_error("run" + x + w + " --groups 3" + ok);  // C=2 not divisible by 3
+  expect_user_error("run" + x + w + " --activation tanh" + ok, "tanh");
+  expect_user_error("run" + x + w + " --algo no_such_algorithm" + ok, "no_such_algorithm");
+  expect_user_error("run" + x + w + " --stride 1 --padding 0 --dilation 3" + ok);  // dilated filter 7 > 5
+  expect_user_error("run" + x + w + " --device tpu" + ok, "tpu");
+  expect_user_error("run" + x + w + " --output nodir/sub/y.npy");
+  if (!cuda_device_available()) expect_user_error("run" + x + w + " --device cuda" + ok);
+
+  // An algorithm that cannot do this problem: the first (available, rejecting) one, else an unavailable one.
+  std::string rejecting, why;
+  for (const Algorithm* a : ckt::algorithms_and_peers()) {
+    if (a->device() != Device::cpu) continue;
+    const Support av = a->available();
+    const Support s = av ? a->can_implement(p, ConvConfig{}) : av;
+    if (!s && (rejecting.empty() || av)) {
+      rejecting = a->name();
+      why = s.reason;
+      if (av) break;
+    }
+  }
+  if (!rejecting.empty()) expect_user_error("run" + x + w + " --algo " + rejecting + ok, rejecting);
+  else std::printf("  every CPU algorithm can do %s: the 'algorithm cannot' path is untested here\n", p.to_string().c_str());
+  // A CUDA algorithm asked to run on host tensors.
+  for (const Algorithm* a : algorithms())
+    if (a->device() == Device::cuda) {
+      expect_user_error("run" + x + w + " --device cpu --algo " + a->name() + ok, a->name());
+      break;
+    }
+}
+
+TEST_F(Cli, RunDoesNotClobberAnExistingOutputOnFailure) {
+  const Conv2dProblem p = Conv2dProblem::parse("n1c2h5w5k3r3s3");
+  write_run_files([&](const std::string& n) { return path(n); }, p, false, false, Activation::none, 6);
+  { std::ofstream(path("y.npy")) << "previous contents"; }
+  const Result r = cli("run --input x.npy --weight w.npy --stride 2,x --output y.npy");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(slurp(path("y.npy")), "previous contents") << "a failed run must not touch an existing output";
+}
+
+// ---- convkit bench ------------------------------------------------------------------------------
+
+TEST_F(Cli, BenchWritesValidJsonAndCsv) {
+  const Result r = cli("bench --problem n1c3h9w9k4r3s3p1 --algo cpu_ref --device cpu --json out.json --csv out.csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(slurp(path("out.json")));
+  } catch (const std::exception& e) {
+    FAIL() << "out.json is not valid JSON: " << e.what() << "\n" << slurp(path("out.json"));
+  }
+  ASSERT_TRUE(j.contains("rows") && j["rows"].is_array()) << j.dump(2);
+  bool found = false;
+  for (const auto& row : j["rows"]) {
+    if (row.value("algorithm", "") != "cpu_ref") continue;
+    found = true;
+    EXPECT_EQ(row.value("status", ""), "ok") << row.dump(2);
+    EXPECT_EQ(row.value("spec", ""), "n1c3h9w9k4r3s3p1u1d1g1") << row.dump(2);
+    EXPECT_TRUE(row.contains("median_ms") && row["median_ms"].is_number()) << row.dump(2);
+  }
+  EXPECT_TRUE(found) << "no cpu_ref row in the JSON:\n" << j.dump(2);
+  const std::string csv = slurp(path("out.csv"));
+  std::istringstream in(csv);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) lines.push_back(l);
+  ASSERT_GE(lines.size(), 2u) << "CSV wants a header and a row:\n" << csv;
+  EXPECT_NE(lines[0].find("algorithm"), std::string::npos) << lines[0];
+  EXPECT_NE(csv.find("cpu_ref"), std::string::npos) << csv;
+}
+
+TEST_F(Cli, BenchErrorsExitTwo) {
+  expect_user_error("bench --problem n1c3 --algo cpu_ref --device cpu", "n1c3");
+  expect_user_error("bench --problem n1c3h9w9k4r3s3p1 --algo no_such_algorithm --device cpu", "no_such_algorithm");
+  expect_user_error("bench --problem n1c3h9w9k4r3s3p1 --algo cpu_ref --device cpu --layout nchw8c", "nchw8c");
+  expect_user_error("bench --problem n1c3h9w9k4r3s3p1 --algo cpu_ref --device cpu --dtype f64", "f64");
+  expect_user_error("bench --suite no_such_suite --algo cpu_ref --device cpu", "no_such_suite");
+}
+
+#endif  // CONVKIT_CLI_PATH

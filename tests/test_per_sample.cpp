@@ -1,0 +1,174 @@
+// conv2d_per_sample: every sample's result equals cpu_ref run on that sample with its own filters (bit-equal
+// on small integers), on the CPU and, where a GPU is present, on CUDA; malformed calls give errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "convkit/convkit.hpp"
+#include "convkit/per_sample.hpp"
+
+using namespace convkit;
+
+namespace {
+
+std::vector<float> small_ints(int64_t count, std::mt19937& rng, int lo = -3, int hi = 3) {
+  std::uniform_int_distribution<int> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (auto& e : v) e = static_cast<float>(d(rng));
+  return v;
+}
+
+TensorView view(std::vector<float>& v, Layout l, std::array<int64_t, 4> dims, Device dev = Device::cpu,
+                void* data = nullptr) {
+  TensorView t;
+  t.data = data ? data : v.data();
+  t.dtype = DType::f32;
+  t.layout = l;
+  t.device = dev;
+  t.dims = dims;
+  return t;
+}
+
+// The oracle: cpu_ref per sample with that sample's filters, bias and residual.
+std::vector<float> reference(const Conv2dProblem& pb, Layout l, std::vector<float>& x, std::vector<float>& w,
+                             std::vector<float>* bias, std::vector<float>* res, Activation act) {
+  Conv2dProblem one = pb;
+  one.n = 1;
+  const int64_t xs = one.input_elems(), ws = one.weight_elems(), ys = one.output_elems();
+  std::vector<float> y(static_cast<size_t>(pb.output_elems()));
+  for (int64_t n = 0; n < pb.n; ++n) {
+    TensorView src = view(x, l, input_dims(one), Device::cpu, x.data() + n * xs);
+    TensorView wei = view(w, l, weight_dims(one), Device::cpu, w.data() + n * ws);
+    TensorView dst = view(y, l, output_dims(one), Device::cpu, y.data() + n * ys);
+    Epilogue e;
+    e.activation = act;
+    if (bias) e.bias = bias->data() + n * pb.k;
+    if (res) e.residual = res->data() + n * ys;
+    RunOptions o;
+    o.algo = "cpu_ref";
+    conv2d(one, src, wei, dst, e, o);
+  }
+  return y;
+}
+
+struct Case {
+  const char* spec;
+  bool with_bias, with_res;
+  Activation act;
+};
+
+const Case kCases[] = {
+    {"n3c5h9w7k6r3s3p1u1", false, false, Activation::none},
+    {"n2c3h11w13k10r3s3p1u2", true, false, Activation::relu},
+    {"n2c8h9w9k8r3s3p2u1d2g2", true, true, Activation::none},
+    {"n4c6h7w7k6r3s3p1g6", true, true, Activation::relu},   // depthwise
+    {"n2c16h5w6k12r1s1", false, true, Activation::none},     // 1x1
+    {"n1c4h12w12k9r7s7p3u2", true, false, Activation::none},  // 7x7 stride 2, batch 1
+    {"n2c4h6w6k20r3s3p4", true, true, Activation::relu},      // padding > R/2, K not a tile multiple
+};
+
+void run_case(const Case& cs, Layout l, Device dev) {
+  const Conv2dProblem pb = Conv2dProblem::parse(cs.spec);
+  std::mt19937 rng(7);
+  auto x = small_ints(pb.input_elems(), rng);
+  auto w = small_ints(pb.n * pb.weight_elems(), rng);
+  auto bias = small_ints(pb.n * pb.k, rng, -5, 5);
+  auto res = small_ints(pb.output_elems(), rng, -5, 5);
+  std::vector<float>* bp = cs.with_bias ? &bias : nullptr;
+  std::vector<float>* rp = cs.with_res ? &res : nullptr;
+  const std::vector<float> want = reference(pb, l, x, w, bp, rp, cs.act);
+
+  std::vector<float> got(static_cast<size_t>(pb.output_elems()), std::nanf(""));
+  Epilogue e;
+  e.activation = cs.act;
+  if (dev == Device::cpu) {
+    if (bp) e.bias = bias.data();
+    if (rp) e.residual = res.data();
+    conv2d_per_sample(pb, view(x, l, input_dims(pb)), view(w, l, per_sample_weight_dims(pb)),
+                      view(got, l, output_dims(pb)), e);
+  } else {
+    auto up = [](std::vector<float>& v) {
+      Buffer b(Device::cuda, v.size() * 4);
+      b.copy_from_host(v.data(), v.size() * 4);
+      return b;
+    };
+    Buffer dx = up(x), dw = up(w), db = up(bias), dr = up(res), dy = up(got);
+    if (bp) e.bias = db.data();
+    if (rp) e.residual = dr.data();
+    conv2d_per_sample(pb, view(x, l, input_dims(pb), dev, dx.data()),
+                      view(w, l, per_sample_weight_dims(pb), dev, dw.data()),
+                      view(got, l, output_dims(pb), dev, dy.data()), e);
+    device_synchronize(dev);
+    dy.copy_to_host(got.data(), got.size() * 4);
+  }
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0)
+        << cs.spec << " " << to_string(l) << " " << to_string(dev) << " element " << i << ": " << got[i]
+        << " vs " << want[i];
+}
+
+}  // namespace
+
+TEST(PerSample, CpuMatchesRefPerSampleExact) {
+  for (const Case& cs : kCases)
+    for (Layout l : {Layout::nchw, Layout::nhwc}) run_case(cs, l, Device::cpu);
+}
+
+TEST(PerSample, CudaMatchesRefPerSampleExact) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  for (const Case& cs : kCases)
+    for (Layout l : {Layout::nchw, Layout::nhwc}) run_case(cs, l, Device::cuda);
+}
+
+TEST(PerSample, ResidualMayAliasOutput) {
+  const Conv2dProblem pb = Conv2dProblem::parse("n2c3h6w6k4r3s3p1");
+  std::mt19937 rng(3);
+  auto x = small_ints(pb.input_elems(), rng);
+  auto w = small_ints(pb.n * pb.weight_elems(), rng);
+  auto res = small_ints(pb.output_elems(), rng);
+  const auto want = reference(pb, Layout::nchw, x, w, nullptr, &res, Activation::none);
+  std::vector<float> y = res;
+  Epilogue e;
+  e.residual = y.data();
+  conv2d_per_sample(pb, view(x, Layout::nchw, input_dims(pb)), view(w, Layout::nchw, per_sample_weight_dims(pb)),
+                    view(y, Layout::nchw, output_dims(pb)), e);
+  EXPECT_EQ(y, want);
+}
+
+TEST(PerSample, BadCallsGiveErrors) {
+  const Conv2dProblem pb = Conv2dProblem::parse("n2c4h6w6k4r3s3p1");
+  std::vector<float> x(static_cast<size_t>(pb.input_elems())), w(static_cast<size_t>(pb.n * pb.weight_elems())),
+      y(static_cast<size_t>(pb.output_elems()));
+  const TensorView src = view(x, Layout::nchw, input_dims(pb)), dst = view(y, Layout::nchw, output_dims(pb));
+  const TensorView wei = view(w, Layout::nchw, per_sample_weight_dims(pb));
+  auto code_of = [&](auto&& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      EXPECT_FALSE(std::string(e.what()).empty());
+      return e.code();
+    }
+    return StatusCode::ok;
+  };
+  // A shared (not per-sample) weight has too few rows.
+  TensorView shared = view(w, Layout::nchw, weight_dims(pb));
+  EXPECT_EQ(code_of([&] { conv2d_per_sample(pb, src, shared, dst); }), StatusCode::invalid_tensor);
+  TensorView nhwc_w = wei;
+  nhwc_w.layout = Layout::nhwc;
+  EXPECT_EQ(code_of([&] { conv2d_per_sample(pb, src, nhwc_w, dst); }), StatusCode::invalid_tensor);
+  TensorView half_x = src, half_w = wei, half_y = dst;
+  half_x.dtype = half_w.dtype = half_y.dtype = DType::f16;
+  EXPECT_EQ(code_of([&] { conv2d_per_sample(pb, half_x, half_w, half_y); }), StatusCode::unsupported);
+  EXPECT_EQ(code_of([&] { conv2d_per_sample(pb, src, wei, src); }), StatusCode::invalid_tensor);
+  RunOptions bad_algo;
+  bad_algo.algo = "cuda_per_sample";
+  EXPECT_EQ(code_of([&] { conv2d_per_sample(pb, src, wei, dst, {}, bad_algo); }), StatusCode::invalid_problem);
+  Conv2dProblem bad_groups = pb;
+  bad_groups.groups = 3;
+  EXPECT_NE(code_of([&] { conv2d_per_sample(bad_groups, src, wei, dst); }), StatusCode::ok);
+  TensorView null_x = src;
+  null_x.data = nullptr;
+  EXPECT_EQ(code_of([&] { conv2d_per_sample(pb, null_x, wei, dst); }), StatusCode::invalid_tensor);
+}

@@ -1,0 +1,376 @@
+// `convkit bench`: every problem x algorithm on one device, timed and verified, against the device's peer
+// (oneDNN on the CPU, cuDNN on CUDA). The table streams to stdout; --csv/--json hold the same numbers.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "convkit/system.hpp"
+#include "core/timing.hpp"
+#include "oracle.hpp"
+#include "report.hpp"
+
+namespace convkit::cli {
+namespace {
+
+constexpr double kOracleSkipFlops = 0.5e9;  // cpu_ref is skipped above this (unless named in --algo)
+constexpr double kFullOracleFlops = 0.3e9;  // the CPU oracle checks the full output below this
+constexpr double kCpuEstimateFlops = 50e9;  // the CPU speed assumed when estimating a suite's time ...
+constexpr double kCpuOracleFlops = 0.25e9;  // ... and that of the oracle, cpu_ref
+constexpr double kCpuSuiteBudgetS = 180.0;  // above this estimate a CPU suite runs at batch 1
+
+struct Plan {
+  std::vector<NamedProblem> problems;
+  std::string suite;
+  ConvConfig cfg;
+  std::vector<const Algorithm*> algos;  // in registry order, without the peer
+  bool all = true;                      // --algo all (cpu_ref may be skipped)
+  const Algorithm* peer = nullptr;
+};
+
+const Algorithm* peer_for(Device d) {
+  for (const Algorithm* p : peers())
+    if (p->device() == d) return p;
+  return nullptr;
+}
+
+MathMode parse_math(const std::string& s) {
+  if (s == "strict") return MathMode::strict;
+  if (s == "tf32") return MathMode::tf32;
+  throw UsageError("--math: unknown mode '" + s + "' (expected strict or tf32)");
+}
+
+// The rel-L2 bound of a path, with its reason: fp32 rounding over long sums (1e-5); tf32's 10-bit mantissa
+// (1e-3); f16/bf16 storage (1e-2); Winograd's transforms amplify fp32 rounding (1e-4).
+double error_bound(const ConvConfig& cfg, const std::string& algo) {
+  if (cfg.dtype != DType::f32) return 1e-2;
+  if (cfg.math == MathMode::tf32) return 1e-3;
+  if (algo.find("winograd") != std::string::npos) return 1e-4;
+  return 1e-5;
+}
+
+bool skipped_oracle(const Algorithm* a, const Conv2dProblem& p, const Plan& plan) {
+  return plan.all && a->name() == "cpu_ref" && p.flops() > kOracleSkipFlops;
+}
+
+bool will_run(const Algorithm* a, const Conv2dProblem& p, const Plan& plan) {
+  return a->available() && a->can_implement(p, plan.cfg) && !skipped_oracle(a, p, plan);
+}
+
+// A progress line on stderr, only when it is a terminal; cleared before each table row.
+class Progress {
+ public:
+  Progress() : on_(isatty(STDERR_FILENO) != 0) {}
+  void show(size_t i, size_t n, const std::string& problem, const std::string& algo) {
+    if (!on_) return;
+    std::cerr << "\r\033[K[" << i << "/" << n << "] " << problem << ": " << algo << std::flush;
+  }
+  void clear() {
+    if (on_) std::cerr << "\r\033[K" << std::flush;
+  }
+
+ private:
+  bool on_;
+};
+
+// One problem's operands, allocated once and shared by every algorithm.
+struct Operands {
+  Buffer hx, hw;      // host inputs (Gaussian)
+  Buffer dx, dw, dy;  // on the device (dx/dw unused on the CPU: the host buffers serve)
+  std::vector<unsigned char> hy;  // host copy of the output (CUDA only)
+  TensorView host_x, host_w, x, w, y;
+  Oracle oracle;
+};
+
+void setup(Operands& o, const Conv2dProblem& p, const ConvConfig& cfg, uint64_t seed, bool verify) {
+  const size_t es = dtype_size(cfg.dtype);
+  const size_t xb = size_t(p.input_elems()) * es, wb = size_t(p.weight_elems()) * es,
+               yb = size_t(p.output_elems()) * es;
+  o.hx = Buffer(Device::cpu, xb);
+  o.hw = Buffer(Device::cpu, wb);
+  fill_gaussian(o.hx.data(), cfg.dtype, p.input_elems(), seed);
+  fill_gaussian(o.hw.data(), cfg.dtype, p.weight_elems(), seed ^ 0x77ull);
+  o.host_x = {o.hx.data(), cfg.dtype, cfg.layout, Device::cpu, input_dims(p)};
+  o.host_w = {o.hw.data(), cfg.dtype, cfg.layout, Device::cpu, weight_dims(p)};
+  o.x = o.host_x, o.w = o.host_w;
+  if (cfg.device == Device::cuda) {
+    o.dx = Buffer(cfg.device, xb);
+    o.dw = Buffer(cfg.device, wb);
+    o.dx.copy_from_host(o.hx.data(), xb);
+    o.dw.copy_from_host(o.hw.data(), wb);
+    o.x.data = o.dx.data(), o.x.device = cfg.device;
+    o.w.data = o.dw.data(), o.w.device = cfg.device;
+    o.hy.resize(yb);
+  }
+  o.dy = Buffer(cfg.device, yb);
+  o.y = {o.dy.data(), cfg.dtype, cfg.layout, cfg.device, output_dims(p)};
+  if (verify)
+    o.oracle = make_oracle(p, cfg, o.host_x, o.host_w, o.x, o.w,
+                           cfg.device == Device::cuda || p.flops() <= kFullOracleFlops, seed);
+}
+
+void set_failure(Row& r, const Error& e) {
+  const bool unsupported = e.code() == StatusCode::unsupported || e.code() == StatusCode::not_available;
+  r.status = unsupported ? "unsupported" : "error";
+  r.reason = one_line(e.what());
+}
+
+Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operands& o,
+            const detail::TimingOptions& topt, bool verify) {
+  const Conv2dProblem& p = np.problem;
+  const ConvConfig& cfg = plan.cfg;
+  Row r;
+  r.problem = np;
+  r.algorithm = a->name();
+  r.is_peer = a->is_peer();
+  if (Support av = a->available(); !av) {
+    r.status = "unsupported", r.reason = av.reason;
+    return r;
+  }
+  if (Support ok = a->can_implement(p, cfg); !ok) {
+    r.status = "unsupported", r.reason = ok.reason;
+    return r;
+  }
+  if (skipped_oracle(a, p, plan)) {
+    r.status = "skipped", r.reason = "the oracle is too slow at this size (name it in --algo to time it)";
+    return r;
+  }
+  try {
+    r.workspace_bytes = a->workspace_bytes(p, cfg);
+    Buffer ws(cfg.device, r.workspace_bytes);
+    const ConvCall call{p, cfg, o.x, o.w, o.y, Epilogue{}, ws.data(), ws.bytes(), nullptr};
+    a->prepare(call);
+    if (verify) {
+      o.dy.fill_bytes(0xFF);  // poison: an element never written shows as NaN
+      a->run(call);
+      device_synchronize(cfg.device);
+      const void* out = o.dy.data();
+      if (cfg.device == Device::cuda) {
+        o.dy.copy_to_host(o.hy.data(), o.hy.size());
+        out = o.hy.data();
+      }
+      // The oracle algorithm is checked against the independent sampled points, not against itself.
+      const bool self = o.oracle.full && o.oracle.source == a->name();
+      const detail::Comparison c = o.oracle.check(out, cfg.dtype, self);
+      r.verified = true;
+      r.sampled = !o.oracle.full || self;
+      r.verified_points = c.count;
+      r.oracle = r.sampled ? "double at sampled points" : o.oracle.source;
+      r.max_abs = c.max_abs, r.rel_l2 = c.rel_l2, r.nonfinite = c.nonfinite;
+      r.bound = error_bound(cfg, a->name());
+      if (c.nonfinite > 0 || !(c.rel_l2 <= r.bound)) r.status = "incorrect";
+    }
+    const std::vector<double> ms = detail::time_runs(cfg.device, nullptr, [&] { a->run(call); }, topt);
+    device_synchronize(cfg.device);
+    r.median_ms = detail::median(ms);
+    r.min_ms = ms.empty() ? NAN : *std::min_element(ms.begin(), ms.end());
+    r.runs = int(ms.size());
+    r.detail = one_line(a->detail(p, cfg));
+  } catch (const Error& e) {
+    set_failure(r, e);
+    r.median_ms = NAN;
+  } catch (const std::bad_alloc&) {
+    r.status = "error", r.reason = "out of host memory";
+  } catch (const std::exception& e) {
+    r.status = "error", r.reason = one_line(e.what());
+  }
+  return r;
+}
+
+Plan make_plan(const BenchOptions& o) {
+  Plan plan;
+  for (const auto& spec : o.problems) plan.problems.push_back(parse_problem_arg(spec));
+  if (!o.suite.empty() || plan.problems.empty()) {
+    plan.suite = o.suite.empty() ? "seeds" : o.suite;
+    auto s = load_suite(plan.suite);
+    plan.problems.insert(plan.problems.end(), s.begin(), s.end());
+  }
+  if (o.batch < 0) throw UsageError("--batch: must be positive");
+  if (o.batch > 0)
+    for (auto& np : plan.problems) {
+      np.set_batch(o.batch);
+      if (Status s = np.problem.validate(); !s.ok()) throw UsageError(np.name + " at --batch: " + s.message);
+    }
+
+  // --algo: "all", or names; with --device auto, names on one device pick that device.
+  std::vector<const Algorithm*> named;
+  plan.all = o.algo == "all";
+  if (!plan.all) {
+    const auto names = split(o.algo, ',');
+    if (names.empty()) throw UsageError("--algo: expected algorithm names or all");
+    for (const auto& n : names) {
+      if (n == "all") throw UsageError("--algo: 'all' cannot be combined with names");
+      const Algorithm* a = find_algorithm(n);
+      if (!a) throw UsageError("unknown algorithm '" + n + "' (see `convkit list`)");
+      if (std::find(named.begin(), named.end(), a) == named.end()) named.push_back(a);
+    }
+  }
+  std::string device = o.device;
+  if (device == "auto" && !named.empty() &&
+      std::all_of(named.begin(), named.end(), [&](const Algorithm* a) { return a->device() == named[0]->device(); }))
+    device = to_string(named[0]->device());
+  plan.cfg.device = resolve_device(device);
+  try {
+    plan.cfg.dtype = parse_dtype(o.dtype);
+    plan.cfg.layout = parse_layout(o.layout);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  plan.cfg.math = parse_math(o.math);
+  if (plan.cfg.math == MathMode::tf32 && plan.cfg.dtype != DType::f32)
+    throw UsageError("--math tf32 applies to --dtype f32 only");
+
+  plan.peer = peer_for(plan.cfg.device);
+  for (const Algorithm* a : named)
+    if (a->device() != plan.cfg.device)
+      throw UsageError(a->name() + " runs on " + to_string(a->device()) + ", but the device is " +
+                       to_string(plan.cfg.device));
+  for (const Algorithm* a : algorithms()) {
+    if (a->device() != plan.cfg.device) continue;
+    if (plan.all || std::find(named.begin(), named.end(), a) != named.end()) plan.algos.push_back(a);
+  }
+  if (plan.cfg.device == Device::cuda && plan.algos.empty() && plan.all)
+    throw UsageError("no CUDA algorithms in this build");
+  return plan;
+}
+
+// The suite's CPU time for --runs timed runs plus warm-up and verification of every algorithm that will run,
+// at kCpuEstimateFlops (the oracle cpu_ref at kCpuOracleFlops, also for computing the full reference).
+double estimate_cpu_seconds(const Plan& plan, int runs, bool verify) {
+  double s = 0;
+  for (const auto& np : plan.problems) {
+    const double f = np.problem.flops();
+    if (verify && f <= kFullOracleFlops) s += f / kCpuOracleFlops;
+    std::vector<const Algorithm*> all = plan.algos;
+    if (plan.peer) all.push_back(plan.peer);
+    for (const Algorithm* a : all)
+      if (will_run(a, np.problem, plan))
+        s += f / (a->name() == "cpu_ref" ? kCpuOracleFlops : kCpuEstimateFlops) * (runs + 2);
+  }
+  return s;
+}
+
+}  // namespace
+
+CLI::App* add_bench(CLI::App& app, BenchOptions& o) {
+  CLI::App* sub = app.add_subcommand("bench", "Time and verify every algorithm on a suite of problems, against the "
+                                              "device's peer (oneDNN on the CPU, cuDNN on CUDA).");
+  sub->add_option("--problem", o.problems, "a problem, e.g. n16c256h128w128k256r3s3p1 (repeatable)");
+  sub->add_option("--suite", o.suite, "a suite name (seeds, resnet50, mobilenet_v2, edge) or a suite file; "
+                                      "default seeds when no --problem is given");
+  sub->add_option("--algo", o.algo, "comma-separated algorithm names, or all")->capture_default_str();
+  sub->add_option("--device", o.device, "cpu|cuda|auto (auto: cuda when a GPU is usable)")->capture_default_str();
+  sub->add_option("--dtype", o.dtype, "f32|f16|bf16")->capture_default_str();
+  sub->add_option("--layout", o.layout, "nchw|nhwc")->capture_default_str();
+  sub->add_option("--math", o.math, "strict|tf32 (tf32 only when asked)")->capture_default_str();
+  sub->add_option("--batch", o.batch, "override every problem's batch size N")->check(CLI::Validator(
+      [](std::string& v) { return !v.empty() && v.size() < 13 && v.find_first_not_of("0123456789") == std::string::npos &&
+                                          std::stoll(v) > 0
+                                      ? std::string() : "must be a positive integer, got '" + v + "'"; },
+      "POSITIVE"));
+  sub->add_option("--csv", o.csv, "also write the rows as CSV");
+  sub->add_option("--json", o.json, "also write the rows and the system facts as JSON");
+  sub->add_option("--runs", o.runs, "timed runs (CPU: fewer when 2 s are spent, at least 5; CUDA: at least 50)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sub->add_flag("--no-verify", o.no_verify, "skip the check against the oracle");
+  sub->add_option("--seed", o.seed, "seed of the Gaussian inputs")->capture_default_str();
+  return sub;
+}
+
+int run_bench(const BenchOptions& o) {
+  Plan plan = make_plan(o);
+  // Fail now, not after the whole suite, if an output file cannot be written.
+  for (const std::string* path : {&o.csv, &o.json})
+    if (!path->empty() && !std::ofstream(*path, std::ios::app))
+      throw UsageError("cannot write '" + *path + "'");
+  const Device dev = plan.cfg.device;
+  const bool verify = !o.no_verify;
+
+  RunInfo info;
+  info.suite = plan.suite;
+  info.config = plan.cfg;
+  info.date = utc_now();
+  info.runs = o.runs;
+  info.seed = o.seed;
+  info.verify = verify;
+  info.batch_override = o.batch;
+  if (dev == Device::cpu && o.batch == 0) {
+    const double est = estimate_cpu_seconds(plan, o.runs, verify);
+    if (est > kCpuSuiteBudgetS) {
+      for (auto& np : plan.problems) np.set_batch(1);
+      info.batch_override = 1;
+      info.note = fmt::format("this would take about {:.0f} min on the CPU at its own batch sizes; running every "
+                              "problem at batch 1 (use --batch N to override)",
+                              est / 60.0);
+    }
+  }
+
+  detail::TimingOptions topt;
+  if (dev == Device::cpu) {
+    topt.warmup = 1, topt.min_runs = o.runs, topt.max_runs = o.runs, topt.cpu_min_runs = 5, topt.budget_s = 2.0;
+  } else {
+    topt.min_runs = std::max(o.runs, 50), topt.max_runs = std::max(topt.min_runs, 200);
+  }
+
+  std::vector<std::string> names;
+  if (plan.peer) names.push_back(plan.peer->name());
+  for (const Algorithm* a : plan.algos) names.push_back(a->name());
+  const SystemInfo sys = system_info();
+  fmt::print("convkit {} bench: {} ({} problem{}), {}, {} OpenMP threads, peer {}, seed {}\n", version(),
+             plan.suite.empty() ? std::string("--problem") : "suite " + plan.suite, plan.problems.size(),
+             plan.problems.size() == 1 ? "" : "s", plan.cfg.to_string(), sys.cpu_threads,
+             plan.peer ? plan.peer->name() : "none", o.seed);
+  if (!info.note.empty()) fmt::print("note: {}\n", info.note);
+  else if (o.batch > 0) fmt::print("note: every problem at batch {} (--batch)\n", o.batch);
+  fmt::print("\n");
+
+  TablePrinter table(plan.problems, names, dev, int(dtype_size(plan.cfg.dtype)));
+  table.header();
+  Progress progress;
+  std::vector<Row> rows;
+  for (size_t i = 0; i < plan.problems.size(); ++i) {
+    const NamedProblem& np = plan.problems[i];
+    std::vector<const Algorithm*> order;
+    if (plan.peer) order.push_back(plan.peer);
+    order.insert(order.end(), plan.algos.begin(), plan.algos.end());
+
+    Operands ops;
+    std::string setup_error;
+    try {
+      progress.show(i + 1, plan.problems.size(), np.name, "allocating and computing the reference");
+      setup(ops, np.problem, plan.cfg, mix_seed(o.seed, np.problem.to_string()), verify);
+    } catch (const Error& e) {
+      setup_error = one_line(e.what());
+    } catch (const std::bad_alloc&) {
+      setup_error = "out of host memory";
+    }
+    double peer_ms = NAN;
+    for (const Algorithm* a : order) {
+      Row r;
+      if (!setup_error.empty()) {
+        r.problem = np, r.algorithm = a->name(), r.is_peer = a->is_peer();
+        r.status = "error", r.reason = setup_error;
+      } else {
+        progress.show(i + 1, plan.problems.size(), np.name, a->name());
+        r = measure(a, np, plan, ops, topt, verify);
+      }
+      if (a == plan.peer && r.status == "ok") peer_ms = r.median_ms;
+      if (plan.peer) r.peer = plan.peer->name(), r.peer_ms = peer_ms;
+      progress.clear();
+      table.row(r);
+      rows.push_back(std::move(r));
+    }
+  }
+  table.summary(rows, plan.peer ? plan.peer->name() : "");
+  if (!o.csv.empty()) write_csv(o.csv, rows, info);
+  if (!o.json.empty()) write_json(o.json, rows, info, sys, int(plan.problems.size()));
+  return 0;
+}
+
+}  // namespace convkit::cli

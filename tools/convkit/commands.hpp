@@ -1,0 +1,57 @@
+// The subcommands: each adds itself to the CLI11 app (filling an options struct) and runs after parsing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace convkit::cli {
+
+struct BenchOptions {
+  std::vector<std::string> problems;  // --problem SPEC (repeatable)
+  std::string suite;                  // --suite NAME|FILE
+  std::string algo = "all";
+  std::string device = "auto";
+  std::string dtype = "f32";
+  std::string layout = "nchw";
+  std::string math = "strict";
+  int64_t batch = 0;  // 0 = the suite's own
+  std::string csv, json;
+  int runs = 50;
+  bool no_verify = false;
+  uint64_t seed = 1;
+};
+CLI::App* add_bench(CLI::App& app, BenchOptions& o);
+int run_bench(const BenchOptions& o);
+
+struct RunCmdOptions {
+  std::string input, weight, bias, residual, output;
+  std::string stride = "1", padding = "0", dilation = "1";
+  int64_t groups = 1;
+  std::string activation = "none";
+  std::string algo = "auto";
+  std::string device = "cpu";
+};
+CLI::App* add_run(CLI::App& app, RunCmdOptions& o);
+int run_run(const RunCmdOptions& o);
+
+struct ListOptions {
+  std::string device;  // empty = all
+};
+CLI::App* add_list(CLI::App& app, ListOptions& o);
+int run_list(const ListOptions& o);
+
+struct FilterOptions {
+  std::string image;  // empty = assets/astronaut.png
+  std::string kernels = "all";
+  std::string out = "filter_out";
+  std::string device = "auto";
+};
+CLI::App* add_filter(CLI::App& app, FilterOptions& o);
+int run_filter(const FilterOptions& o);
+
+CLI::App* add_doctor(CLI::App& app);
+int run_doctor();
+
+}  // namespace convkit::cli

@@ -1,0 +1,101 @@
+#include "common.hpp"
+
+#include <unistd.h>
+
+#include <ctime>
+#include <iostream>
+#include <sys/stat.h>
+
+#include "core/cuda_hooks.hpp"
+
+namespace convkit::cli {
+
+int exit_code(StatusCode code) {
+  switch (code) {
+    case StatusCode::cuda_error:
+    case StatusCode::internal: return 1;
+    default: return 2;
+  }
+}
+
+std::string one_line(const std::string& msg) {
+  std::string out;
+  out.reserve(msg.size());
+  for (size_t i = 0; i < msg.size(); ++i) {
+    if (msg[i] != '\n') {
+      out += msg[i];
+      continue;
+    }
+    while (i + 1 < msg.size() && msg[i + 1] == ' ') ++i;  // the indentation of the next line
+    if (i + 1 < msg.size() && !out.empty()) out += out.back() == ':' ? " " : "; ";
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  return out;
+}
+
+int report_error(const std::string& msg, int code) {
+  std::cout.flush();
+  std::cerr << "convkit: error: " << one_line(msg) << std::endl;
+  return code;
+}
+
+Device resolve_device(const std::string& name) {
+  if (name == "auto") return cuda_device_available() ? Device::cuda : Device::cpu;
+  Device d;
+  try {
+    d = parse_device(name);
+  } catch (const Error&) {
+    throw UsageError("unknown device '" + name + "' (expected cpu, cuda or auto)");
+  }
+  if (d == Device::cuda) {
+    if (!detail::cuda_built())
+      throw UsageError("no CUDA algorithms in this build (nvcc was not found when it was configured)");
+    if (!cuda_device_available()) throw UsageError("--device cuda: no CUDA device is usable on this machine");
+  }
+  return d;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string source_dir() {
+#ifdef CONVKIT_SOURCE_DIR
+  return CONVKIT_SOURCE_DIR;
+#else
+  return {};
+#endif
+}
+
+std::string exe_dir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return {};
+  std::string p(buf, static_cast<size_t>(n));
+  const size_t slash = p.rfind('/');
+  return slash == std::string::npos ? std::string() : p.substr(0, slash);
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace convkit::cli

@@ -1,0 +1,144 @@
+// `convkit run`: one convolution on .npy files, with PyTorch F.conv2d semantics (NCHW input [N,C,H,W],
+// weight [K,C/groups,R,S], optional bias [K] and residual of the output's shape), plus the fused epilogue.
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "npy.hpp"
+
+namespace convkit::cli {
+namespace {
+
+// "S" or "SH,SW" -> {h, w}; `min` is the smallest accepted value.
+std::pair<int64_t, int64_t> parse_pair(const std::string& flag, const std::string& v, int64_t min) {
+  const auto parts = split(v, ',');
+  auto fail = [&] {
+    return UsageError(fmt::format("{}: expected an integer >= {} or two of them as H,W, got '{}'", flag, min, v));
+  };
+  if (parts.empty() || parts.size() > 2 || v.back() == ',' || v.front() == ',') throw fail();
+  int64_t x[2];
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    if (p.empty() || p.size() > 9) throw fail();
+    for (char c : p)
+      if (!std::isdigit(static_cast<unsigned char>(c))) throw fail();
+    x[i] = std::stoll(p);
+    if (x[i] < min) throw fail();
+  }
+  return parts.size() == 1 ? std::pair{x[0], x[0]} : std::pair{x[0], x[1]};
+}
+
+std::vector<int64_t> dims_vec(const std::array<int64_t, 4>& d) { return {d[0], d[1], d[2], d[3]}; }
+
+// A host array on `device`: copied to a device buffer for CUDA, used in place on the CPU.
+struct Operand {
+  Buffer buf;
+  void* ptr = nullptr;
+};
+Operand place(Device device, const std::vector<float>& host) {
+  Operand o;
+  if (device == Device::cpu) {
+    o.ptr = const_cast<float*>(host.data());
+    return o;
+  }
+  o.buf = Buffer(device, host.size() * sizeof(float));
+  o.buf.copy_from_host(host.data(), host.size() * sizeof(float));
+  o.ptr = o.buf.data();
+  return o;
+}
+
+}  // namespace
+
+CLI::App* add_run(CLI::App& app, RunCmdOptions& o) {
+  CLI::App* sub = app.add_subcommand("run", "Run one convolution on .npy files (PyTorch F.conv2d semantics).");
+  sub->add_option("--input", o.input, "input X.npy, float32 [N,C,H,W]")->required();
+  sub->add_option("--weight", o.weight, "weight W.npy, float32 [K,C/groups,R,S]")->required();
+  sub->add_option("--bias", o.bias, "bias B.npy, float32 [K]");
+  sub->add_option("--residual", o.residual, "residual R.npy added to the output (the output's shape)");
+  sub->add_option("--stride", o.stride, "S or SH,SW")->capture_default_str();
+  sub->add_option("--padding", o.padding, "P or PH,PW")->capture_default_str();
+  sub->add_option("--dilation", o.dilation, "D or DH,DW")->capture_default_str();
+  sub->add_option("--groups", o.groups, "groups (C and K divisible by it)")->capture_default_str();
+  sub->add_option("--activation", o.activation, "none|relu|silu|gelu")->capture_default_str();
+  sub->add_option("--algo", o.algo, "algorithm name (see `convkit list`) or auto")->capture_default_str();
+  sub->add_option("--device", o.device, "cpu|cuda|auto")->capture_default_str();
+  sub->add_option("--output", o.output, "output Y.npy, float32 [N,K,P,Q] (written atomically)")->required();
+  return sub;
+}
+
+int run_run(const RunCmdOptions& o) {
+  // Flags first, so a typo fails before any file is read.
+  const auto [stride_h, stride_w] = parse_pair("--stride", o.stride, 1);
+  const auto [pad_h, pad_w] = parse_pair("--padding", o.padding, 0);
+  const auto [dil_h, dil_w] = parse_pair("--dilation", o.dilation, 1);
+  if (o.groups < 1) throw UsageError(fmt::format("--groups: must be at least 1, got {}", o.groups));
+  Epilogue epi;
+  try {
+    epi.activation = parse_activation(o.activation);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--activation: ") + e.what());
+  }
+  if (o.algo != "auto" && find_algorithm(o.algo) == nullptr)
+    throw UsageError("unknown algorithm '" + o.algo + "' (see `convkit list`)");
+  const Device device = resolve_device(o.device);
+
+  const NpyArray x = read_npy(o.input), w = read_npy(o.weight);
+  if (x.shape.size() != 4)
+    throw UsageError(o.input + ": the input must be 4-D [N,C,H,W], got shape " + shape_string(x.shape));
+  if (w.shape.size() != 4)
+    throw UsageError(o.weight + ": the weight must be 4-D [K,C/groups,R,S], got shape " + shape_string(w.shape));
+
+  Conv2dProblem p;
+  p.n = x.shape[0], p.c = x.shape[1], p.h = x.shape[2], p.w = x.shape[3];
+  p.k = w.shape[0], p.r = w.shape[2], p.s = w.shape[3];
+  p.pad_h = pad_h, p.pad_w = pad_w, p.stride_h = stride_h, p.stride_w = stride_w;
+  p.dilation_h = dil_h, p.dilation_w = dil_w, p.groups = o.groups;
+  if (p.c % p.groups == 0 && w.shape[1] != p.c / p.groups)
+    throw UsageError(fmt::format("{}: weight shape {} does not fit input channels C={} with groups={}: its second "
+                                 "dim must be C/groups = {}",
+                                 o.weight, shape_string(w.shape), p.c, p.groups, p.c / p.groups));
+  if (Status s = p.validate(); !s.ok()) throw UsageError("invalid convolution " + p.to_string() + ": " + s.message);
+
+  const auto out_dims = dims_vec(output_dims(p));
+  NpyArray b, r;
+  if (!o.bias.empty()) {
+    b = read_npy(o.bias);
+    if (b.shape != std::vector<int64_t>{p.k})
+      throw UsageError(fmt::format("{}: the bias must have shape ({},) (K), got {}", o.bias, p.k, shape_string(b.shape)));
+  }
+  if (!o.residual.empty()) {
+    r = read_npy(o.residual);
+    if (r.shape != out_dims)
+      throw UsageError(fmt::format("{}: the residual must have the output's shape {}, got {}", o.residual,
+                                   shape_string(out_dims), shape_string(r.shape)));
+  }
+
+  std::vector<float> y(static_cast<size_t>(p.output_elems()));
+  Operand xs = place(device, x.data), ws = place(device, w.data);
+  Operand bs = b.data.empty() ? Operand{} : place(device, b.data);
+  Operand rs = r.data.empty() ? Operand{} : place(device, r.data);
+  Buffer ybuf;
+  void* yptr = y.data();
+  if (device == Device::cuda) {
+    ybuf = Buffer(device, y.size() * sizeof(float));
+    yptr = ybuf.data();
+  }
+  const TensorView src{xs.ptr, DType::f32, Layout::nchw, device, input_dims(p)};
+  const TensorView wei{ws.ptr, DType::f32, Layout::nchw, device, weight_dims(p)};
+  const TensorView dst{yptr, DType::f32, Layout::nchw, device, output_dims(p)};
+  epi.bias = bs.ptr;
+  epi.residual = rs.ptr;
+  convkit::RunOptions ro;
+  ro.algo = o.algo;
+  conv2d(p, src, wei, dst, epi, ro);
+  if (device == Device::cuda) {
+    device_synchronize(device);
+    ybuf.copy_to_host(y.data(), y.size() * sizeof(float));
+  }
+  write_npy(o.output, out_dims, y.data());
+  return 0;
+}
+
+}  // namespace convkit::cli
