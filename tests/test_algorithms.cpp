@@ -85,10 +85,11 @@ Conv2dProblem random_problem(std::mt19937& rng, int64_t max_macs) {
   for (;;) {
     Conv2dProblem p;
     const int64_t kind = u(0, 9);
-    if (kind <= 5) {  // dense
+    if (kind <= 5) {  // dense; some wide in C and K to cross the GPU kernels' channel tiles
       p.groups = 1;
-      p.c = u(1, 3) == 1 ? u(1, 4) : u(1, 40);
-      p.k = u(1, 3) == 1 ? u(1, 4) : u(1, 40);
+      const bool wide = u(0, 4) == 0;
+      p.c = wide ? u(33, 96) : u(1, 3) == 1 ? u(1, 4) : u(1, 40);
+      p.k = wide ? u(33, 96) : u(1, 3) == 1 ? u(1, 4) : u(1, 40);
     } else if (kind <= 7) {  // grouped
       p.groups = u(2, 4);
       p.c = p.groups * u(1, 6);
@@ -148,7 +149,7 @@ EpilogueSpec random_epilogue(std::mt19937& rng, bool exact) {
 
 constexpr int kRandomCases = 240;
 constexpr int kExactCases = 160;
-constexpr int64_t kMaxMacs = 400000;  // ~0.8 MFLOP: cpu_ref stays fast, also under AddressSanitizer
+constexpr int64_t kMaxMacs = 1000000;  // 2 MFLOP: cpu_ref stays fast, also under AddressSanitizer
 
 const std::vector<Case>& random_cases() {
   static const std::vector<Case> v = [] {
@@ -240,6 +241,9 @@ void run_one(const Algorithm& a, const Case& c, bool exact, Tally* t, bool prepa
     return;
   }
   ++t->run;
+  // CONVKIT_TEST_VERBOSE=1 names each case before it runs (to find the one that crashes).
+  static const bool verbose = ckt::env_str("CONVKIT_TEST_VERBOSE") == "1";
+  if (verbose) std::fprintf(stderr, "  running %s on %s\n", a.name().c_str(), c.describe().c_str());
   HostTensor out;
   try {
     ckt::RunOpts o;

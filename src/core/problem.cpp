@@ -62,6 +62,8 @@ Status Conv2dProblem::validate() const {
   int64_t tmp;
   if (!mul_ok({n, c, h, w}, &tmp)) return bad("the input has more than 2^63 elements.");
   if (!mul_ok({k, c / groups, r, s}, &tmp)) return bad("the filter has more than 2^63 elements.");
+  if (pad_h > (std::numeric_limits<int64_t>::max() - h) / 2 || pad_w > (std::numeric_limits<int64_t>::max() - w) / 2)
+    return bad("padded sizes overflow 64 bits.");
   if (!mul_ok({h + 2 * pad_h}, &tmp) || !mul_ok({dilation_h, r}, &tmp) || !mul_ok({dilation_w, s}, &tmp) ||
       !mul_ok({w + 2 * pad_w}, &tmp))
     return bad("padded sizes or dilated filter sizes overflow 64 bits.");

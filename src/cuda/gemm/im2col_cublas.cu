@@ -262,19 +262,21 @@ class CudaIm2colCublas final : public CudaAlgorithm {
         }
         // Row-major Y[Kg][PQ] = W_g[Kg][CgRS] x col_g[CgRS][PQ] is, in cuBLAS's column-major terms,
         // Y^T (PQ x Kg, ld PQ) = col_g^T (PQ x CgRS, ld PQ) x W_g^T (CgRS x Kg, ld CgRS).
-        const int m = int(PQ), n = int(Kg), k = int(CgRS);
+        // NOTE: the _64 API: a column matrix may pass 2^31 elements, which the 32-bit API mis-indexes (seen on
+        // the H200 with a 2x2x23171x23171 input).
+        const int64_t m = PQ, n = Kg, k = CgRS;
         if (imgs >= G) {  // loop over groups, batch over the chunk's images
           for (int64_t g = 0; g < G; ++g)
-            CK_CUBLAS(cublasSgemmStridedBatched(
+            CK_CUBLAS(cublasSgemmStridedBatched_64(
                 handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &gemm_alpha, a_mat + g * CgRS * PQ, m,
                 (long long)(CRS * PQ), wei + g * Kg * CgRS, k, 0LL, &gemm_beta,
-                dst + n0 * pb.k * PQ + g * Kg * PQ, m, (long long)(pb.k * PQ), int(imgs)));
+                dst + n0 * pb.k * PQ + g * Kg * PQ, m, (long long)(pb.k * PQ), imgs));
         } else {  // loop over images, batch over groups
           for (int64_t i = 0; i < imgs; ++i)
-            CK_CUBLAS(cublasSgemmStridedBatched(
+            CK_CUBLAS(cublasSgemmStridedBatched_64(
                 handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &gemm_alpha, a_mat + i * CRS * PQ, m,
                 (long long)(CgRS * PQ), wei, k, (long long)(Kg * CgRS), &gemm_beta,
-                dst + (n0 + i) * pb.k * PQ, m, (long long)(Kg * PQ), int(G)));
+                dst + (n0 + i) * pb.k * PQ, m, (long long)(Kg * PQ), G));
         }
       }
     }
