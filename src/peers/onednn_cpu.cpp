@@ -77,6 +77,8 @@ struct Plan {
   dnnl::convolution_forward::primitive_desc pd;
   dnnl::convolution_forward conv;
   bool fused = true;        // epilogue as post-ops (else applied on the way back)
+  bool src_direct = false;  // oneDNN reads the caller's src in place (same layout)
+  bool dst_direct = false;  // oneDNN writes the caller's dst in place (same layout, epilogue fused)
   bool bias_in_prim = false;
   int bias_arg = 0;         // DNNL_ARG_BIAS, a post-op binary argument, or 0
   // user-layout descriptors (data handles set per run) and oneDNN-layout buffers (owned)
@@ -146,7 +148,8 @@ class OneDnnCpu final : public Algorithm {
     std::lock_guard<std::mutex> pk(best->mu);
     std::ostringstream o;
     o << "impl " << best->pd.impl_info_str() << "; epilogue " << (best->fused ? "fused" : "unfused")
-      << "; run() = src copy/reorder + execute + dst reorder";
+      << "; run() = " << (best->src_direct ? "" : "src reorder + ") << "execute"
+      << (best->dst_direct ? "" : best->fused ? " + dst reorder" : " + dst reorder + epilogue");
     if (!best->exec_ms.empty())
       o << "; execute alone median " << median_of(best->exec_ms) << " ms (min "
         << *std::min_element(best->exec_ms.begin(), best->exec_ms.end()) << "), whole run() " << median_of(best->run_ms)
@@ -170,10 +173,12 @@ class OneDnnCpu final : public Algorithm {
 
       // (a) src into oneDNN's layout
       plan.user_src.set_data_handle(call.src.data);
-      plan.src_to.execute(strm, plan.user_src, plan.src_mem);
+      if (!plan.src_direct) plan.src_to.execute(strm, plan.user_src, plan.src_mem);
       if (plan.bias_arg != 0)
         std::memcpy(plan.user_bias.get_data_handle(), e.bias, sizeof(float) * static_cast<size_t>(call.problem.k));
       strm.wait();
+
+      if (plan.dst_direct) plan.user_dst.set_data_handle(call.dst.data);
 
       // (b) the convolution alone
       const auto t1 = clock::now();
@@ -182,7 +187,9 @@ class OneDnnCpu final : public Algorithm {
       const auto t2 = clock::now();
 
       // (c) back to the user layout (and the epilogue when it could not be fused)
-      if (plan.fused) {
+      if (plan.dst_direct) {
+        // written in place by the convolution
+      } else if (plan.fused) {
         plan.user_dst.set_data_handle(call.dst.data);
         plan.dst_from.execute(strm, plan.dst_mem, plan.user_dst);
         strm.wait();
@@ -255,7 +262,11 @@ class OneDnnCpu final : public Algorithm {
     const tag wei_tag = grouped ? (nhwc ? tag::gohwi : tag::goihw) : (nhwc ? tag::ohwi : tag::oihw);
     const dnnl::memory::desc user_src_md(src_d, dt::f32, act_tag), user_dst_md(dst_d, dt::f32, act_tag);
     const dnnl::memory::desc user_wei_md(wei_d, dt::f32, wei_tag), bias_md({p.k}, dt::f32, tag::x);
-    const dnnl::memory::desc any_src(src_d, dt::f32, tag::any), any_dst(dst_d, dt::f32, tag::any),
+    // NOTE: channels-last activations are handed to oneDNN as they are (its brgconv kernels work on nhwc
+    // natively, as for PyTorch's channels_last), so an NHWC run has no reorder at all and the timed run()
+    // is oneDNN's own time; NCHW lets oneDNN pick its blocked layout (nChw16c) and pays the reorders.
+    const dnnl::memory::desc any_src(src_d, dt::f32, nhwc ? tag::nhwc : tag::any),
+        any_dst(dst_d, dt::f32, nhwc ? tag::nhwc : tag::any),
         any_wei(wei_d, dt::f32, tag::any);
 
     auto make = [&](bool fuse) {
@@ -317,7 +328,12 @@ class OneDnnCpu final : public Algorithm {
     plan.src_to = dnnl::reorder(plan.user_src, plan.src_mem);
     plan.wei_to = dnnl::reorder(plan.user_wei, plan.wei_mem);
     plan.dst_from = dnnl::reorder(plan.dst_mem, plan.user_dst);
-    plan.args = {{DNNL_ARG_SRC, plan.src_mem}, {DNNL_ARG_WEIGHTS, plan.wei_mem}, {DNNL_ARG_DST, plan.dst_mem}};
+    // Where oneDNN's layout is the user's, it reads src / writes dst in place: no copy, no reorder.
+    plan.src_direct = plan.pd.src_desc() == user_src_md;
+    plan.dst_direct = plan.fused && plan.pd.dst_desc() == user_dst_md;
+    plan.args = {{DNNL_ARG_SRC, plan.src_direct ? plan.user_src : plan.src_mem},
+                 {DNNL_ARG_WEIGHTS, plan.wei_mem},
+                 {DNNL_ARG_DST, plan.dst_direct ? plan.user_dst : plan.dst_mem}};
     if (plan.bias_arg != 0) plan.args.emplace(plan.bias_arg, plan.user_bias);
     if (!plan.fused) plan.plain.resize(static_cast<size_t>(p.output_elems()));
   }
