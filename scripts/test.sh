@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the Release build's GoogleTest suite (CPU tests; CUDA tests skip without a
 # GPU), the same CPU tests under AddressSanitizer + UndefinedBehaviorSanitizer, and an install + the
-# find_package(convkit) consumer example.
+# find_package(convkit) consumer example, then the PyTorch extension's pytest suite (torch 2.11 from PyPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -25,4 +25,13 @@ cmake --install build --prefix build/install >/dev/null
 cmake -S examples/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
 cmake --build build/consumer
 LD_LIBRARY_PATH="$PWD/build/install/lib:${LD_LIBRARY_PATH:-}" ./build/consumer/consumer
+echo "== PyTorch extension (CPU tests; CUDA tests skip without a GPU)"
+PY=${PYTHON:-python3}
+if ! $PY -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.11') else 1)" 2>/dev/null; then
+  $PY -m pip install -q "torch==2.11.0"
+fi
+$PY -m pip install -q pytest numpy wheel "setuptools>=64"
+CONVKIT_CMAKE_BUILD_DIR="$PWD/build-python" CONVKIT_BUILD_JOBS="$jobs" \
+  $PY -m pip install -q --no-build-isolation ./python
+$PY -m pytest python/tests -q -p no:cacheprovider
 echo "== all tests passed"
