@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The one GPU check: build, doctor, GPU tests, compute-sanitizer, benchmarks, PyTorch anchors, chart.
 #
-#   scripts/gpu_check.sh OUTDIR [--skip-build] [--only tests|sanitize|bench] [--suites "seeds resnet50"]
+#   scripts/gpu_check.sh OUTDIR [--skip-build] [--only tests|sanitize|bench|python] [--suites "seeds resnet50"]
 #
 # Meant for the H200 machine (one device call of at most 10 minutes): every step has its own timeout and
 # the whole run keeps to a budget (GPU_CHECK_BUDGET seconds, default 560), skipping what no longer fits.
-# Writes at most 7 files into OUTDIR:
+# Writes at most 8 files into OUTDIR:
 #   summary.md  sanitizer.log  build_tests.log  bench.txt  bench_<suite>.json (one per suite)  chart.png
+#   python.log (the PyTorch extension: install, pytest on the GPU, scripts/bench_torch.py)
 # and prints the short summary at the end. Exits non-zero if the build, a test, a sanitizer run or a
 # benchmark failed; later steps still run and everything is still written.
 #
@@ -23,7 +24,7 @@ SKIP_BUILD=0; ONLY=all; SUITES="seeds resnet50"
 while [ $# -gt 0 ]; do
   case "$1" in
     --skip-build) SKIP_BUILD=1 ;;
-    --only) shift; ONLY=${1:-}; case "$ONLY" in tests|sanitize|bench) ;; *) usage ;; esac ;;
+    --only) shift; ONLY=${1:-}; case "$ONLY" in tests|sanitize|bench|python) ;; *) usage ;; esac ;;
     --suites) shift; SUITES=${1:-} ;;
     -h|--help) usage ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; usage ;;
@@ -233,6 +234,24 @@ if want bench; then
     row plot "$(status_of)" "$STEP_S" "$([ -s "$OUTDIR/chart.png" ] && echo chart.png || echo 'no chart')"
   else
     row plot skipped 0 "no scripts/plot_bench.py or no bench JSON"
+  fi
+fi
+
+# ---- the PyTorch extension -----------------------------------------------------------------------
+if want python; then
+  PLOG=$OUTDIR/python.log; : >"$PLOG"
+  run_step "pip install ./python" 240 "$PLOG" env CONVKIT_CMAKE_BUILD_DIR="$ROOT/build-gpu-python" \
+    TORCH_CUDA_ARCH_LIST=9.0 CONVKIT_ENABLE_CUDA=1 CONVKIT_BUILD_JOBS="$JOBS" \
+    python3 -m pip install --no-build-isolation --no-deps -q ./python
+  st=$(status_of); [ "$STEP_RC" = 0 ] || fail
+  row "python install" "$st" "$STEP_S" "see python.log"
+  if [ "$STEP_RC" = 0 ]; then
+    run_step pytest 240 "$PLOG" python3 -m pytest python/tests -q -p no:cacheprovider -rs
+    st=$(status_of); [ "$STEP_RC" = 0 ] || fail
+    row pytest "$st" "$STEP_S" "$(grep -E '[0-9]+ (passed|failed)' "$PLOG" | tail -1 | cut -c1-90)"
+    run_step "bench_torch" 150 "$PLOG" python3 scripts/bench_torch.py
+    st=$(status_of); [ "$STEP_RC" = 0 ] || fail
+    row "bench_torch" "$st" "$STEP_S" "see python.log"
   fi
 fi
 

@@ -1,6 +1,6 @@
 """Benchmarks of the PyTorch extension on a GPU (the H200), against PyTorch/cuDNN in the same process.
 
-    python python/bench_torch.py [--json out.json] [--runs 100]
+    python scripts/bench_torch.py [--json out.json] [--runs 100]
 
 1. A ResNet-50 bottleneck block (256 -> 64 -> 64 -> 256 at 56x56, N=32), channels_last bf16 (and fp32),
    eval mode, forward:
