@@ -370,7 +370,9 @@ int run_bench(const BenchOptions& o) {
   table.summary(rows, plan.peer ? plan.peer->name() : "");
   if (!o.csv.empty()) write_csv(o.csv, rows, info);
   if (!o.json.empty()) write_json(o.json, rows, info, sys, int(plan.problems.size()));
-  return 0;
+  // A wrong answer is never a success: exit 3 (the table and files are still written).
+  const bool incorrect = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.status == "incorrect"; });
+  return incorrect ? 3 : 0;
 }
 
 }  // namespace convkit::cli
