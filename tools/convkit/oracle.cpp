@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "common/element.hpp"
+#include "cpu/ref_conv.hpp"
 
 namespace convkit::cli {
 namespace {
@@ -56,20 +57,7 @@ double reference_at(const Conv2dProblem& pb, const TensorView& x, const TensorVi
   } else {
     k = off % K, off /= K, q = off % Q, off /= Q, p = off % P, n = off / P;
   }
-  const int64_t Cg = pb.c_per_group(), g = k / pb.k_per_group();
-  double acc = 0.0;
-  for (int64_t c = 0; c < Cg; ++c)
-    for (int64_t r = 0; r < pb.r; ++r) {
-      const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
-      if (h < 0 || h >= pb.h) continue;
-      for (int64_t s = 0; s < pb.s; ++s) {
-        const int64_t ww = q * pb.stride_w - pb.pad_w + s * pb.dilation_w;
-        if (ww < 0 || ww >= pb.w) continue;
-        acc += detail::load_as_double(x.data, x.dtype, x.offset(n, g * Cg + c, h, ww)) *
-               detail::load_as_double(w.data, w.dtype, w.offset(k, c, r, s));
-      }
-    }
-  return acc;
+  return detail::reference_dot(pb, x, w, n, k, p, q);
 }
 
 detail::Comparison Oracle::check(const void* out, DType dtype, bool force_sampled) const {
