@@ -2,27 +2,44 @@
 //
 // What it adds over cuda_im2col_cublas: the column matrix is never written. Each block gathers the slice
 // of it that it needs straight from the input into shared memory, zero-filling the padding, and multiplies
-// it there; the epilogue (bias, activation, residual) is applied as the results are stored. No workspace,
-// one kernel, the input read through L2 instead of an R*S-times-larger copy through DRAM.
+// it there; the epilogue (bias, activation, residual) is applied as the results are stored. One kernel and
+// no workspace (except with split-K, below), the input read through L2 instead of an R*S-times-larger copy
+// through DRAM.
 //
 // The GEMM, per group g: M = N*P*Q output pixels, N = K/groups output channels, K = C/groups*R*S, with
 //   A[m][k] = x[img][g*Cg + c][p*u - pad + r*d][q*u - pad + s*d]   (m = (img, p, q), k = (c, r, s))
 //   B[k][n] = w[g*Kg + n][c][r][s]                                   (contiguous along k)
 // How it parallelises: a block of 256 threads owns a kBlockM x kBlockN tile of the output (m x n); grid.x
-// walks m, grid.y walks n, grid.z the groups. The k loop steps kBlockK = 8 at a time: each thread gathers
-// kBlockM/32 A elements (one k row, m = lane + 32*j, so a warp reads 32 consecutive pixels) and kBlockN/32
-// B elements into registers for slice t+1 while the block multiplies slice t out of the other of two
-// shared-memory stages. The threads form a 16x16 grid (a warp is 8 x 4 of it); each one accumulates a
-// (kBlockM/16) x (kBlockN/16) register tile (8x8 for the 128x128 tile) as outer products of float4
-// fragments taken at tm*4 and 64 + tm*4 (the "2 x (4x4)" split: a warp's float4 reads fall on distinct
-// banks or broadcast).
+// walks m, grid.y walks n, grid.z the groups (times the k splits, below). The k loop steps kBlockK = 8 at a
+// time: each thread gathers kBlockM/32 A elements (one k row, m = lane + 32*j, so a warp reads 32
+// consecutive pixels) and kBlockN/32 B elements into registers for slice t+1 while the block multiplies
+// slice t out of the other of two shared-memory stages. The threads form a 16x16 grid (a warp is 8 x 4 of
+// it); each one accumulates a (kBlockM/16) x (kBlockN/16) register tile (8x8 for the 128x128 tile) as
+// outer products of float4 fragments taken at tm*4 and 64 + tm*4 (the "2 x (4x4)" split: a warp's float4
+// reads fall on distinct banks or broadcast).
 // The gather keeps, per thread, the input offset of each of its pixels and the (c, r, s) of its k row,
 // advanced by kBlockK with carries only: no division in the k loop.
-// Tiles: 128x128, 128x64, 64x128, 64x64, picked by choose_tile() (a wave-quantisation model, commented).
+// Split-K (for small M*N with a long k, the late ResNet layers): grid.z = groups*splits, each split
+// multiplies a contiguous run of k slices and writes its raw sums to the workspace, partials
+// [splits][K][M (padded to 4)]; a second kernel (splitk_reduce_kernel) adds the splits in split order (the
+// same order whichever block finished first: deterministic, and exact on small integers) and applies the
+// epilogue, reading each residual element before it writes that output element (in-place safe).
+// workspace_bytes() > 0 only when split-K is chosen.
+// Tiles: 128x128, 128x64, 64x128, 64x64; choose_plan() picks the tile and the split count with a wave
+// model fitted to the first H200 run (commented there). CONVKIT_IGEMM_TILE=128x64 and
+// CONVKIT_IGEMM_SPLITK=4 (1 = off) force a variant; detail() reports the choice.
+// The fused epilogue stores 4 consecutive pixels as one float4 when P*Q % 4 == 0 (whole 128-byte lines per
+// warp instead of quarter-used sectors).
+// Weights: one float4 load per thread per slice for the 128-wide n tiles when C/groups*R*S % 4 == 0.
 //
-// Resources (sm_90, -O3): see `nvcc -Xptxas -v`; 128x128: <= 128 registers (launch bounds: 2 blocks of 256
-// threads per SM), 16.5 KiB static shared memory, no spills. No workspace.
-// measured: (pending the H200 run)
+// Resources (sm_90, -O3, nvcc -Xptxas -v, 2026-11-29): 128x128 123 registers (cap 128: 2 blocks/SM),
+// 128x64 108, 64x128 96 (2 blocks/SM), 64x64 80 (cap 85: 3 blocks/SM), 9.3-18.3 KiB static smem, no spills;
+// reduce kernel 32 registers. Workspace: 0, or splits*K*M*4 bytes with split-K (at most 512 MiB).
+// measured (H200, 2026-11-29, first version: one kernel, no split-K, scalar stores; cuDNN fp32 from
+// ANCHORS.md): seed000 8.53 ms (36.3 TFLOP/s, 0.84x of 7.17), r50 batch 32 3x3 64@56 0.294 ms (0.82x),
+// s2 128@56 0.384 (0.61x), 128@28 0.370 (0.36x), 256@14 0.335 (0.52x), 512@7 0.456 (0.64x), seed001 0.200
+// (0.62x); the 1x1 layers 0.44-0.80x of the table's cuDNN column.
+// measured (split-K, float4 epilogue and weight loads, occupancy-aware plan): pending the next H200 run.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -69,13 +86,24 @@ struct IgemmArgs {
   int64_t HW, CHW, PQ, KPQ;
   int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
   int dc, dr, ds;  // kBlockK written in the mixed radix (c, r, s): kBlockK = dc*R*S + dr*S + ds
+  // split-K: grid.z = groups*splits; split z%splits multiplies k slices [split*slices_per_split, +slices_per_split)
+  // and, when splits > 1, stores its raw partial sums to ws[split][g*Ngemm + n][m] (rows of Mpad floats)
+  // for splitk_reduce_kernel, which adds the splits in order and applies the epilogue.
+  int splits, slices_per_split;
+  int Ktot;  // K, all groups: the partials' rows per split
+  float* ws;
+  int64_t Mpad;  // the partials' row length: M rounded up to a multiple of 4
+  bool vec_store;  // PQ % 4 == 0 and dst 16-byte aligned: 4 consecutive m are one float4 of dst
+  bool b_vec;      // Kgemm % 4 == 0 and wei 16-byte aligned: 4 consecutive k of a weight row are one float4
 };
 
 // A block of 256 threads computes one kBlockM x kBlockN tile (m = output pixels, n = output channels of
 // group blockIdx.z); each thread an (kBlockM/16) x (kBlockN/16) register tile; k in slices of 8, two smem
 // stages, the next slice prefetched into registers while the current one is multiplied.
+// NOTE: the 64x64 tile is bounded to 3 blocks per SM (<= 85 registers; it needs ~80 without spills), the
+// others to 2 (128x128 needs ~123).
 template <int kBlockM, int kBlockN>
-__global__ void __launch_bounds__(kThreads, 2) igemm_simt_kernel(const IgemmArgs a) {
+__global__ void __launch_bounds__(kThreads, kBlockM * kBlockN <= 64 * 64 ? 3 : 2) igemm_simt_kernel(const IgemmArgs a) {
   constexpr int kTM = kBlockM / 16, kTN = kBlockN / 16;  // per-thread tile
   constexpr int kLoadA = kBlockM * kBlockK / kThreads;   // A elements per thread per slice
   constexpr int kLoadB = kBlockN * kBlockK / kThreads;   // B elements per thread per slice
@@ -88,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, 2) igemm_simt_kernel(const IgemmArgs
   __shared__ __align__(16) float Bs[2][kBlockK][kBlockN + kPadB];
 
   const int tid = threadIdx.x;
-  const int g = blockIdx.z;
+  const int g = int(blockIdx.z) / a.splits;
   const int64_t m0 = int64_t(blockIdx.x) * kBlockM;
   const int n0 = blockIdx.y * kBlockN;
 
@@ -101,9 +129,19 @@ __global__ void __launch_bounds__(kThreads, 2) igemm_simt_kernel(const IgemmArgs
     const int64_t m = m0 + i;
     PixelInfo info;
     if (m < a.M) {
-      const int64_t img = m / a.PQ;
-      const int64_t pq = m - img * a.PQ;
-      const int p = int(pq / a.Q), q = int(pq - int64_t(p) * a.Q);
+      int64_t img;
+      int p, q;
+      if (a.M <= INT_MAX) {  // NOTE: 32-bit divisions (far cheaper than 64-bit ones) whenever they suffice
+        const unsigned um = unsigned(m), upq = unsigned(a.PQ);
+        const unsigned uimg = um / upq, pq = um - uimg * upq;
+        img = uimg;
+        p = int(pq / unsigned(a.Q));
+        q = int(pq - unsigned(p) * unsigned(a.Q));
+      } else {
+        img = m / a.PQ;
+        const int64_t pq = m - img * a.PQ;
+        p = int(pq / a.Q), q = int(pq - int64_t(p) * a.Q);
+      }
       info.h0 = p * a.stride_h - a.pad_h;
       info.w0 = q * a.stride_w - a.pad_w;
       info.base = img * a.CHW + int64_t(g) * a.Cg * a.HW + int64_t(info.h0) * a.W + info.w0;
@@ -116,11 +154,18 @@ __global__ void __launch_bounds__(kThreads, 2) igemm_simt_kernel(const IgemmArgs
   }
   const int a_k = tid / 32;  // this thread's k row of every slice
   const int a_m = tid % 32;  // and its pixels: a_m + 32*j
-  // (c, r, s) of k = k0 + a_k, advanced by kBlockK per slice with carries only.
+  // This split's k range: slices [slice0, slice0 + slices).
+  const int total_slices = (a.Kgemm + kBlockK - 1) / kBlockK;
+  const int slice0 = (int(blockIdx.z) - g * a.splits) * a.slices_per_split;  // split * slices per split
+  const int slices = a.slices_per_split < total_slices - slice0 ? a.slices_per_split : total_slices - slice0;
+  // (>= 1: the host makes every split non-empty)
+  const int k_begin = slice0 * kBlockK;
+  // (c, r, s) of k = k_begin + a_k, advanced by kBlockK per slice with carries only.
   int kc, kr, ks;
   {
-    const int rs = a_k % (a.R * a.S);
-    kc = a_k / (a.R * a.S);
+    const int k = k_begin + a_k;
+    const int rs = k % (a.R * a.S);
+    kc = k / (a.R * a.S);
     kr = rs / a.S;
     ks = rs - kr * a.S;
   }
@@ -130,8 +175,8 @@ __global__ void __launch_bounds__(kThreads, 2) igemm_simt_kernel(const IgemmArgs
   const int b_k = (tid % kThreadsPerN) * kLoadB;
   const bool b_valid = n0 + b_n < a.Ngemm;
   // Walks along this thread's weight row; b_left = how many k of it remain (0 for a column past N).
-  const float* b_ptr = a.wei + (int64_t(g) * a.Ngemm + (b_valid ? n0 + b_n : 0)) * a.Kgemm + b_k;
-  int b_left = b_valid ? a.Kgemm - b_k : 0;
+  const float* b_ptr = a.wei + (int64_t(g) * a.Ngemm + (b_valid ? n0 + b_n : 0)) * a.Kgemm + k_begin + b_k;
+  int b_left = b_valid ? a.Kgemm - k_begin - b_k : 0;
 
   float ra[kLoadA], rb[kLoadB];  // the prefetch registers
 
@@ -146,6 +191,15 @@ __global__ void __launch_bounds__(kThreads, 2) igemm_simt_kernel(const IgemmArgs
       const int h = info.h0 + rdh, w = info.w0 + sdw;
       ra[j] = (k_ok && unsigned(h) < unsigned(a.H) && unsigned(w) < unsigned(a.W)) ? __ldg(a.src + info.base + koff)
                                                                                   : 0.0f;
+    }
+    if constexpr (kLoadB == 4) {
+      // NOTE: one 16-byte load when the 4 weights are aligned and all inside the row (b_vec: K/groups*R*S
+      // % 4 == 0 and a 16-byte aligned weight tensor; b_k and the split's first k are multiples of 4).
+      if (a.b_vec && b_left >= 4) {
+        const float4 v = __ldg(reinterpret_cast<const float4*>(b_ptr));
+        rb[0] = v.x, rb[1] = v.y, rb[2] = v.z, rb[3] = v.w;
+        return;
+      }
     }
 #pragma unroll
     for (int i = 0; i < kLoadB; ++i) rb[i] = i < b_left ? __ldg(b_ptr + i) : 0.0f;
@@ -181,7 +235,6 @@ __global__ void __launch_bounds__(kThreads, 2) igemm_simt_kernel(const IgemmArgs
 #pragma unroll
     for (int j = 0; j < kTN; ++j) acc[i][j] = 0.0f;
 
-  const int slices = (a.Kgemm + kBlockK - 1) / kBlockK;
   __syncthreads();  // the pixel table is complete
   load_slice();
   store_slice(0);
@@ -217,8 +270,50 @@ __global__ void __launch_bounds__(kThreads, 2) igemm_simt_kernel(const IgemmArgs
     __syncthreads();
   }
 
+  // ---- split-K: raw partial sums to ws[split][g*Ngemm + n][m], no epilogue (the reduce applies it).
+  // NOTE: scalar stores, like the plain epilogue: storing acc[i..i+3][j] as one float4 made ptxas copy
+  // them into 4 consecutive registers and pushed 128x128 past its 128-register cap (64 bytes of spills).
+  if (a.splits > 1) {
+    const int split = int(blockIdx.z) - g * a.splits;  // recomputed, not kept live across the k loop
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) {
+      const int64_t m = m0 + (i / 4) * 64 + tm * 4 + (i % 4);
+      if (m >= a.M) continue;
+#pragma unroll
+      for (int j = 0; j < kTN; ++j) {
+        const int n = n0 + (j / 4) * 64 + tn * 4 + (j % 4);
+        if (n >= a.Ngemm) continue;
+        a.ws[(int64_t(split) * a.Ktot + int64_t(g) * a.Ngemm + n) * a.Mpad + m] = acc[i][j];
+      }
+    }
+    return;
+  }
+
   // ---- epilogue, fused into the store: y = act(alpha*acc + bias[k] + beta*residual), NCHW.
   // NOTE: when the residual is dst, each element is read and then written by this thread only: safe.
+  if (a.vec_store) {
+    // NOTE: PQ % 4 == 0 and m % 4 == 0, so m..m+3 lie in one image and are one aligned float4 of dst: a
+    // warp's store is then 4 full 128-byte lines instead of 16 sectors a quarter used (the 1x1 layers,
+    // whose k loop is short, were bound by those scattered scalar stores).
+#pragma unroll
+    for (int i = 0; i < kTM; i += 4) {
+      const int64_t m = m0 + (i / 4) * 64 + tm * 4;
+      if (m >= a.M) continue;
+      const int64_t img = m / a.PQ;
+      const int64_t out_m = img * a.KPQ + (m - img * a.PQ);
+#pragma unroll
+      for (int j = 0; j < kTN; ++j) {
+        const int n = n0 + (j / 4) * 64 + tn * 4 + (j % 4);
+        if (n >= a.Ngemm) continue;
+        const int64_t k = int64_t(g) * a.Ngemm + n;
+        const int64_t o = out_m + k * a.PQ;
+        const float4 v = make_float4(a.epi(acc[i][j], k, o), a.epi(acc[i + 1][j], k, o + 1),
+                                     a.epi(acc[i + 2][j], k, o + 2), a.epi(acc[i + 3][j], k, o + 3));
+        *reinterpret_cast<float4*>(a.dst + o) = v;
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < kTM; ++i) {
     const int64_t m = m0 + (i / 4) * 64 + tm * 4 + (i % 4);
@@ -236,14 +331,35 @@ __global__ void __launch_bounds__(kThreads, 2) igemm_simt_kernel(const IgemmArgs
   }
 }
 
-// ---- tile choice ------------------------------------------------------------------------------------
+// split-K's second kernel: dst[img][k][pq] = epilogue(sum over splits, in split order, of ws[s][k][m]).
+// grid.y walks output channels k (grid-stride past 65535), threads walk m: coalesced reads and writes.
+// Each element is read (residual) and written by one thread, so an in-place residual is safe.
+// The host picks split-K only when M < 2^31 (32-bit m).
+__global__ void __launch_bounds__(256) splitk_reduce_kernel(const IgemmArgs a) {
+  const int64_t m_ = int64_t(blockIdx.x) * 256 + threadIdx.x;
+  if (m_ >= a.M) return;
+  const unsigned m = unsigned(m_);
+  const unsigned img = m / unsigned(a.PQ);
+  const int64_t out_m = int64_t(img) * a.KPQ + (m - img * unsigned(a.PQ));
+  const int64_t split_stride = int64_t(a.Ktot) * a.Mpad;
+  for (int k = int(blockIdx.y); k < a.Ktot; k += int(gridDim.y)) {
+    const float* p = a.ws + int64_t(k) * a.Mpad + m;
+    float v = p[0];
+    for (int s = 1; s < a.splits; ++s) v += p[s * split_stride];
+    const int64_t o = out_m + int64_t(k) * a.PQ;
+    a.dst[o] = a.epi(v, k, o);
+  }
+}
+
+// ---- tile and split-K choice --------------------------------------------------------------------------
 struct TileConfig {
   int bm, bn;
-  // Relative speed of one SM running this tile, from its arithmetic intensity: per k a thread does
-  // (bm/16)*(bn/16) FMAs for (bm/16 + bn/16)/4 float4 smem reads, and the per-slice gather/barrier cost is
-  // shared by fewer FMAs as the tile shrinks. Rough numbers, to be replaced by measured ones.
-  double eff;
+  // Measured speed of an SM full of this tile, relative to 128x128 (H200, 2026-11-29: 64@56 and 128@28
+  // on 128x64 ran at 0.68-0.72, 256@14 and 512@7 on 64x64 at 0.58-0.60; 64x128 not measured, assumed
+  // like 128x64).
+  double rate;
   void (*launch)(const IgemmArgs&, dim3, cudaStream_t);
+  int (*blocks_per_sm)();  // resident blocks of this tile per SM (the occupancy calculator, cached)
 };
 
 template <int BM, int BN>
@@ -251,38 +367,109 @@ void launch_tile(const IgemmArgs& a, dim3 grid, cudaStream_t stream) {
   igemm_simt_kernel<BM, BN><<<grid, kThreads, 0, stream>>>(a);
 }
 
+template <int BM, int BN>
+int blocks_per_sm_of_tile() {
+  // NOTE: cached for the first device asked; the kernels' register and smem use is the same on all
+  // devices of one architecture, which is what this build targets.
+  static std::atomic<int> cached{0};
+  int n = cached.load(std::memory_order_relaxed);
+  if (n == 0) {
+    CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, igemm_simt_kernel<BM, BN>, kThreads, 0));
+    n = std::max(n, 1);
+    cached.store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
 constexpr TileConfig kTiles[] = {
-    {128, 128, 1.00, launch_tile<128, 128>},
-    {128, 64, 0.85, launch_tile<128, 64>},
-    {64, 128, 0.85, launch_tile<64, 128>},
-    {64, 64, 0.70, launch_tile<64, 64>},
+    {128, 128, 1.00, launch_tile<128, 128>, blocks_per_sm_of_tile<128, 128>},
+    {128, 64, 0.70, launch_tile<128, 64>, blocks_per_sm_of_tile<128, 64>},
+    {64, 128, 0.70, launch_tile<64, 128>, blocks_per_sm_of_tile<64, 128>},
+    {64, 64, 0.60, launch_tile<64, 64>, blocks_per_sm_of_tile<64, 64>},
 };
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Picks the tile with the least modelled time:
-//   time ~ (tiles on the busiest SM) * (tile area / eff), tiles on the busiest SM = ceil(blocks / SMs).
-// - ceil(blocks / SMs) is the wave quantisation: 98 tiles on 132 SMs take as long as 132 do.
-// - tile area counts the padded tile, so a 128-wide tile over K/groups = 64 pays for its empty half.
-// - an SM that holds a single block (8 warps) hides global-load and barrier latency poorly: x1.3.
-// seed000 (M=262144, N=256): 128x128, 4096 blocks. ResNet-50 batch 32: 3x3 64@56 -> 128x64 (784 blocks),
-// 128@28 -> 128x64, 256@14 -> 64x64 (392), 512@7 -> 64x64 (200).
-// CONVKIT_IGEMM_TILE=128x64 (one of the tiles above) overrides the model: for measuring every tile on a
-// new card and recalibrating eff. An unknown value is ignored.
-const TileConfig& choose_tile(const Conv2dProblem& p, int sm_count) {
-  if (const char* force = std::getenv("CONVKIT_IGEMM_TILE"))
+constexpr int kMaxSplits = 16;
+constexpr int kMinSlicesPerSplit = 8;                 // k >= 64 per split
+constexpr int64_t kMaxWorkspace = int64_t(1) << 29;  // 512 MiB of partial sums at most
+
+struct Plan {
+  const TileConfig* tile = nullptr;
+  int splits = 1, slices_per_split = 0;
+  int64_t blocks = 0;  // of the main kernel
+  size_t ws_bytes = 0;
+  double model_ms = 0;
+};
+
+int64_t padded_m(const Conv2dProblem& p) { return ceil_div(p.gemm_m(), 4) * 4; }
+
+// Picks the tile and the number of k splits with the least modelled time. The model, fitted to the first
+// H200 run (2026-11-29; its 3x3 figures fit it within ~10%):
+// - blocks run in waves of blocks_per_sm * SMs; a partial last wave costs ceil(rest / SMs) blocks per SM
+//   but never less than 2 (an SM holding one block of 8 warps ran it no faster than two: 128@28 on 128x64,
+//   392 blocks in 264 slots, took the time of 2 full waves);
+// - a block costs bm*bn*(k of its split + 32) FMAs at 1.42e11 FMA/s per SM times the tile's rate (seed000:
+//   128x128, 32 blocks per SM, 8.5 ms); the +32 stands for its prologue and epilogue;
+// - split-K adds the partials' traffic (written by the main kernel, read back by the reduce) and the dst
+//   write, (8*splits + 4) bytes per output at ~2.5 TB/s, plus ~4 us for the second launch.
+// E.g. (batch 32, 132 SMs) 3x3 128@28 -> 128x128 x 4 splits (784 blocks), 256@14 -> 128x128 x 5,
+// 512@7 -> 128x128 x 5 (260 blocks: one wave); seed000 -> 128x128, no split.
+// Overrides, for sweeping variants on a new card: CONVKIT_IGEMM_TILE=128x64 (one of kTiles) and
+// CONVKIT_IGEMM_SPLITK=4 (1 = never split; a count is lowered to what leaves no split empty). Unknown or
+// impossible values are ignored.
+Plan choose_plan(const Conv2dProblem& p, int sm_count) {
+  const char* force_tile = std::getenv("CONVKIT_IGEMM_TILE");
+  int force_splits = 0;
+  if (const char* e = std::getenv("CONVKIT_IGEMM_SPLITK")) force_splits = std::atoi(e);
+  if (force_splits < 1 || force_splits > 64) force_splits = 0;
+  bool tile_known = false;
+  if (force_tile != nullptr)
     for (const TileConfig& t : kTiles)
-      if (std::to_string(t.bm) + "x" + std::to_string(t.bn) == force) return t;
-  const TileConfig* best = nullptr;
-  double best_cost = 0;
-  for (const TileConfig& t : kTiles) {  // ties keep the earlier (larger) tile
-    const int64_t blocks = ceil_div(p.gemm_m(), t.bm) * ceil_div(p.gemm_n(), t.bn) * p.groups;
-    const int64_t per_sm = ceil_div(blocks, std::max(sm_count, 1));
-    double cost = double(per_sm) * t.bm * t.bn / t.eff;
-    if (per_sm < 2) cost *= 1.3;
-    if (best == nullptr || cost < best_cost) best = &t, best_cost = cost;
+      tile_known = tile_known || std::to_string(t.bm) + "x" + std::to_string(t.bn) == force_tile;
+
+  const int sms = std::max(sm_count, 1);
+  const int64_t M = p.gemm_m(), N = p.gemm_n(), G = p.groups, Ktot = p.k;
+  const int total_slices = int(ceil_div(p.gemm_k(), kBlockK));
+  const bool can_split = M <= INT_MAX - 4;  // 32-bit m in the reduce
+  Plan best;
+  for (const TileConfig& t : kTiles) {
+    if (tile_known && std::to_string(t.bm) + "x" + std::to_string(t.bn) != force_tile) continue;
+    const int64_t tiles = ceil_div(M, t.bm) * ceil_div(N, t.bn) * G;
+    const int bps = t.blocks_per_sm();
+    const int64_t slots = int64_t(bps) * sms;
+    const int max_splits = force_splits ? force_splits : kMaxSplits;
+    for (int want = 1; want <= max_splits; ++want) {
+      if (force_splits && want != force_splits && want != 1) continue;  // the forced count, or 1 as fallback
+      const int sps = int(ceil_div(total_slices, want));
+      const int splits = int(ceil_div(total_slices, sps));  // no empty split
+      if (splits != want && !force_splits) continue;          // the same plan as a smaller count
+      // (the bound is checked in double first: splits * K * M * 4 can pass 2^64)
+      const double ws_d = splits > 1 ? double(splits) * double(Ktot) * double(padded_m(p)) * sizeof(float) : 0;
+      if (splits > 1) {
+        if (!can_split || ws_d > double(kMaxWorkspace) || G * splits > 65535) continue;
+        if (!force_splits && sps < kMinSlicesPerSplit) continue;
+      }
+      const size_t ws = splits > 1 ? size_t(splits) * size_t(Ktot) * size_t(padded_m(p)) * sizeof(float) : 0;
+      const int64_t units = tiles * splits;
+      const int64_t full = units / slots, rest = units % slots;
+      const int64_t per_sm = full * bps + (rest ? std::max<int64_t>(ceil_div(rest, sms), std::min(bps, 2)) : 0);
+      double sec = double(per_sm) * t.bm * t.bn * (double(sps) * kBlockK + 32) / (1.42e11 * t.rate);
+      if (splits > 1) sec += (8.0 * splits + 4) * double(M) * double(Ktot) / 2.5e12 + 4e-6;
+      // Ties keep the earlier plan (the larger tile, fewer splits). A forced split count wins over 1.
+      const bool forced_better = force_splits > 1 && splits > 1 && (best.tile == nullptr || best.splits == 1);
+      const bool forced_worse = force_splits > 1 && splits == 1 && best.tile != nullptr && best.splits > 1;
+      if (best.tile == nullptr || forced_better || (!forced_worse && sec < best.model_ms * 1e-3)) {
+        best.tile = &t;
+        best.splits = splits;
+        best.slices_per_split = sps;
+        best.blocks = units;
+        best.ws_bytes = ws;
+        best.model_ms = sec * 1e3;
+      }
+    }
   }
-  return *best;
+  return best;
 }
 
 int sm_count_of_current_device() {
@@ -322,16 +509,24 @@ class CudaIgemmSimt final : public CudaAlgorithm {
     if (ceil_div(p.gemm_n(), 64) > 65535) return Support::no("K/groups passes 65535*64 (grid.y).");
     if (p.groups > 65535) return Support::no("more than 65535 groups (grid.z).");
     if (ceil_div(p.gemm_m(), 64) > INT_MAX) return Support::no("N*P*Q passes 2^37 (grid.x).");
+    if (p.k > INT_MAX) return Support::no("K passes 2^31 (32-bit channel index).");
     return Support::yes();
+  }
+
+  size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
+    if (!cuda_present() || !can_implement(p, cfg)) return 0;
+    return choose_plan(p, sm_count_of_current_device()).ws_bytes;
   }
 
   std::string detail(const Conv2dProblem& p, const ConvConfig&) const override {
     if (!cuda_present()) return {};
     const int sms = sm_count_of_current_device();
-    const TileConfig& t = choose_tile(p, sms);
-    const int64_t blocks = ceil_div(p.gemm_m(), t.bm) * ceil_div(p.gemm_n(), t.bn) * p.groups;
-    return "tile " + std::to_string(t.bm) + "x" + std::to_string(t.bn) + ", " + std::to_string(blocks) +
-           " blocks on " + std::to_string(sms) + " SMs";
+    const Plan plan = choose_plan(p, sms);
+    std::string d = "tile " + std::to_string(plan.tile->bm) + "x" + std::to_string(plan.tile->bn);
+    if (plan.splits > 1)
+      d += ", split-K " + std::to_string(plan.splits) + " (k " + std::to_string(plan.slices_per_split * kBlockK) +
+           " each, partials " + std::to_string((plan.ws_bytes + (1 << 20) - 1) >> 20) + " MiB)";
+    return d + ", " + std::to_string(plan.blocks) + " blocks on " + std::to_string(sms) + " SMs";
   }
 
   void run(const ConvCall& call) const override {
@@ -374,10 +569,30 @@ class CudaIgemmSimt final : public CudaAlgorithm {
     a.dr = (kBlockK % RS) / a.S;
     a.ds = kBlockK % a.S;
 
-    const TileConfig& t = choose_tile(pb, sm_count_of_current_device());
-    const dim3 grid(unsigned(ceil_div(a.M, t.bm)), unsigned(ceil_div(a.Ngemm, t.bn)), unsigned(pb.groups));
-    t.launch(a, grid, as_stream(call.stream));
+    const Plan plan = choose_plan(pb, sm_count_of_current_device());
+    const TileConfig& t = *plan.tile;
+    if (plan.ws_bytes > 0 && (call.workspace == nullptr || call.workspace_bytes < plan.ws_bytes))
+      throw Error(StatusCode::invalid_tensor,
+                  name() + " needs " + std::to_string(plan.ws_bytes) +
+                      " bytes of workspace (split-K partials) but was given " +
+                      std::to_string(call.workspace == nullptr ? 0 : call.workspace_bytes) + ".");
+    a.splits = plan.splits;
+    a.slices_per_split = plan.slices_per_split;
+    a.Ktot = int(pb.k);
+    a.Mpad = padded_m(pb);
+    a.ws = plan.splits > 1 ? static_cast<float*>(call.workspace) : nullptr;
+    a.vec_store = a.PQ % 4 == 0 && reinterpret_cast<uintptr_t>(a.dst) % 16 == 0;
+    a.b_vec = a.Kgemm % 4 == 0 && reinterpret_cast<uintptr_t>(a.wei) % 16 == 0;
+    const cudaStream_t stream = as_stream(call.stream);
+    const dim3 grid(unsigned(ceil_div(a.M, t.bm)), unsigned(ceil_div(a.Ngemm, t.bn)),
+                    unsigned(pb.groups * plan.splits));
+    t.launch(a, grid, stream);
     CK_LAUNCH("igemm_simt_kernel");
+    if (plan.splits > 1) {
+      const dim3 rgrid(unsigned(ceil_div(a.M, 256)), unsigned(std::min<int64_t>(pb.k, 65535)), 1);
+      splitk_reduce_kernel<<<rgrid, 256, 0, stream>>>(a);
+      CK_LAUNCH("splitk_reduce_kernel");
+    }
   }
 };
 
