@@ -357,6 +357,8 @@ struct Harvest {
   int offered = 0;               // configs the heuristics returned (with duplicates)
   int vetoed = 0;                // rejected for their numerics
   int failed = 0;                // could not be finalized into a plan
+  int duplicates = 0;            // the same engine and knobs offered again (another mode)
+  int rtc_skipped = 0;           // runtime-compiled engines left out
   std::string last_veto;
 };
 
@@ -451,7 +453,10 @@ Harvest harvest_plans(cudnnHandle_t handle, const Desc& graph, const ConvConfig&
           key += ";cfg" + std::to_string(out.offered);  // unknown knobs: treat as distinct
         }
       }
-      if (!seen.insert(key).second) continue;
+      if (!seen.insert(key).second) {
+        ++out.duplicates;
+        continue;
+      }
 
       if (const char* why = numerics_veto(notes, cfg)) {
         ++out.vetoed;
@@ -459,8 +464,10 @@ Harvest harvest_plans(cudnnHandle_t handle, const Desc& graph, const ConvConfig&
         continue;
       }
       if (no_rtc && std::find(behavior.begin(), behavior.end(), CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) !=
-                        behavior.end())
+                        behavior.end()) {
+        ++out.rtc_skipped;
         continue;
+      }
 
       Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       cudnnBackendDescriptor_t ecp = ec.get();
@@ -522,7 +529,7 @@ std::string mib(double bytes) {
   return buf;
 }
 
-std::string describe(const Candidate& c, int timed, int vetoed) {
+std::string describe(const Candidate& c, int timed, const Harvest& h) {
   std::ostringstream d;
   d << "engine " << c.engine << " (" << c.origin;
   if (!c.notes.empty()) d << "; " << c.notes;
@@ -530,8 +537,9 @@ std::string describe(const Candidate& c, int timed, int vetoed) {
   if (timed > 0) {
     char ms[32];
     std::snprintf(ms, sizeof(ms), "%.4f", c.ms);
-    d << timed << " plans timed";
-    if (vetoed) d << " (" << vetoed << " vetoed for numerics)";
+    d << timed << " plans timed of " << h.offered << " configs offered (" << h.duplicates << " duplicates, "
+      << h.vetoed << " vetoed for numerics, " << h.failed << " did not build, " << h.rtc_skipped
+      << " runtime-compiled skipped)";
     d << ", best " << ms << " ms, ";
   } else {
     d << "heuristic pick, not timed (prepare() times every plan), ";
@@ -654,7 +662,7 @@ Entry& prepare_entry(const ConvCall& call, bool timed) {
     chosen = std::move(h.plans.front());
   }
   void* ws = chosen.ws_bytes > 0 ? cuda_alloc(static_cast<size_t>(chosen.ws_bytes)) : nullptr;
-  const std::string detail = describe(chosen, n_timed, h.vetoed);
+  const std::string detail = describe(chosen, n_timed, h);
   {
     std::lock_guard<std::mutex> el(entry->mu);  // no run() of this entry in between
     if (entry->ws) cudaFree(entry->ws);          // synchronizing: no kernel still uses it
