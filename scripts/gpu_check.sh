@@ -11,7 +11,7 @@
 # and prints the short summary at the end. Exits non-zero if the build, a test, a sanitizer run or a
 # benchmark failed; later steps still run and everything is still written.
 #
-# Environment knobs: GPU_CHECK_BUDGET (s), TEST_FILTER (gtest filter for the GPU test run, default all),
+# Environment knobs: GPU_CHECK_BUDGET (s), GPU_CHECK_SKIP_PYTHON (non-empty: no PyTorch step), TEST_FILTER (gtest filter for the GPU test run, default all),
 # MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; default: picked from the test list by algorithm name),
 # BUILD_DIR (default build-gpu), JOBS (default nproc), CUDA_ARCHS (default 90).
 set -u
@@ -238,7 +238,7 @@ if want bench; then
 fi
 
 # ---- the PyTorch extension -----------------------------------------------------------------------
-if want python; then
+if want python && [ -z "${GPU_CHECK_SKIP_PYTHON:-}" ]; then
   PLOG=$OUTDIR/python.log; : >"$PLOG"
   run_step "pip install ./python" 240 "$PLOG" env CONVKIT_CMAKE_BUILD_DIR="$ROOT/build-gpu-python" \
     TORCH_CUDA_ARCH_LIST=9.0 CONVKIT_ENABLE_CUDA=1 CONVKIT_BUILD_JOBS="$JOBS" \

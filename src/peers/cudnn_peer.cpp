@@ -1,21 +1,29 @@
-// cudnn: the GPU peer. cuDNN's forward convolution through the graph (backend) API, measured the way
-// PyTorch's benchmark mode does: build the one-node operation graph, take every engine configuration the
-// heuristics offer (modes A, B and the fallback list, deduplicated), finalize each into an execution plan,
-// time every plan on the device and keep the fastest. The legacy cudnnFind...Ex path is ~1.4x slower on
-// the H200 (see shared/ANCHORS.md, "Measuring cuDNN honestly"), so it is not used.
+// cudnn: the GPU peer. cuDNN's forward convolution measured the way PyTorch's benchmark mode does, from
+// every source cuDNN has, all timed by one clock (cuda_time_runs, L2 flushed) and the fastest kept:
+//  - the graph (backend) API: the one-node operation graph, every engine configuration the heuristics
+//    offer (modes A, B and the fallback list) plus every engine of the graph by global index with its
+//    default knobs (what cudnn_frontend calls "all engines"), deduplicated, each finalized into a plan;
+//  - the legacy API: cudnnFindConvolutionForwardAlgorithmEx's algorithms (IMPLICIT_GEMM ... FFT_TILING,
+//    WINOGRAD_NONFUSED), each timed again here. Alone the legacy API understates cuDNN on the H200 (see
+//    shared/ANCHORS.md, "Measuring cuDNN honestly"), but some of its FFT/Winograd algorithms win in
+//    strict fp32 where the graph heuristics offer no such engine.
 //
 // NUMERICS: in strict fp32 any engine whose numerical notes say TENSOR_CORE (it would compute in TF32) is
 // rejected; MathMode::tf32 allows tensor cores. Engines noted DOWN_CONVERT_INPUTS are rejected. This is
-// PyTorch's own filter, so the peer is measured as PyTorch users run cuDNN.
+// PyTorch's own filter, so the peer is measured as PyTorch users run cuDNN. The legacy API gets PyTorch's
+// math types (FMA for strict fp32, DEFAULT for tf32, TENSOR_OP for 16-bit types), and any algorithm it
+// reports with a tensor-op math type in strict fp32 (or ALLOW_CONVERSION, ever) is rejected likewise.
 //
 // The epilogue (bias, activation, residual) runs as a separate elementwise kernel after the convolution
 // (cudnn_epilogue.cu): the "conv, then bias, relu and add" that a framework runs. When the residual IS the
 // output, the residual is folded into the convolution as y = alpha*conv + beta*y (cuDNN's own beta), and the
 // kernel adds the bias and applies the activation.
 //
-// prepare() (the benchmark calls it) builds and times every plan; run() without prepare() (the tests) takes
-// the heuristics' first precompiled plan that builds, untimed, so a test suite does not autotune hundreds
-// of shapes. CONVKIT_CUDNN_RTC=0 also keeps runtime-compiled (NVRTC) engines out of prepare()'s search.
+// prepare() (the benchmark calls it) builds and times every candidate; run() without prepare() (the tests)
+// takes the heuristics' first precompiled plan that builds, untimed, so a test suite does not autotune
+// hundreds of shapes. CONVKIT_CUDNN_RTC=0 also keeps runtime-compiled (NVRTC) engines out of prepare()'s
+// search. When a legacy algorithm wins, run() calls cudnnConvolutionForward with it (alpha/beta as the
+// graph path's residual fold), and detail() names it ("legacy algo FFT_TILING (FMA math), ...").
 //
 // Plans, their workspaces and the chosen engine are cached per (device, problem, config, alignment,
 // residual folding) in a mutex-protected map; everything is released at exit, before the CUDA runtime is.
@@ -23,9 +31,11 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +50,7 @@
 #include "cuda/common/check.cuh"
 
 #ifdef CONVKIT_HAVE_CUDNN
+#include <cudnn_cnn.h>  // the legacy API (deprecated in cuDNN 9, still shipped)
 #include <cudnn_graph.h>
 #include <cudnn_version.h>
 #endif
@@ -158,12 +169,107 @@ Desc make_tensor(int64_t uid, DType dt, Layout layout, std::array<int64_t, 4> d,
 
 constexpr int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
 
+// ---- the legacy API's descriptors -----------------------------------------------------------------
+
+// x, w, y and the convolution for cudnnFindConvolutionForwardAlgorithmEx / cudnnConvolutionForward, owned.
+struct LegacyDescs {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+  LegacyDescs() = default;
+  ~LegacyDescs() {
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (x) cudnnDestroyTensorDescriptor(x);
+  }
+  LegacyDescs(const LegacyDescs&) = delete;
+  LegacyDescs& operator=(const LegacyDescs&) = delete;
+};
+
+// PyTorch's choice: FMA in strict fp32 (no TF32), DEFAULT (TF32 allowed) for tf32, tensor ops for 16-bit.
+cudnnMathType_t legacy_math(const ConvConfig& cfg) {
+  if (cfg.dtype == DType::f32) return cfg.math == MathMode::strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+  return CUDNN_TENSOR_OP_MATH;
+}
+
+// The legacy twin of numerics_veto(): whether an algorithm's reported math type is allowed; if not, why.
+const char* legacy_veto(cudnnMathType_t m, const ConvConfig& cfg) {
+  if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return "down-converted inputs";
+  if (m == CUDNN_TENSOR_OP_MATH && cfg.dtype == DType::f32 && cfg.math == MathMode::strict)
+    return "tensor cores (TF32) in strict fp32";
+  return nullptr;
+}
+
+const char* legacy_algo_name(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "unknown";
+  }
+}
+
+const char* legacy_math_name(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return "default math";
+    case CUDNN_TENSOR_OP_MATH: return "tensor-op math";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op math with conversion";
+    case CUDNN_FMA_MATH: return "FMA math";
+    default: return "unknown math";
+  }
+}
+
+// The legacy descriptors for this call, or nullptr with *why_not set when the legacy API cannot describe
+// the problem (its descriptors hold 32-bit dimensions and strides). cuDNN errors throw.
+std::unique_ptr<LegacyDescs> build_legacy(const ConvCall& call, std::string* why_not) {
+  const Conv2dProblem& p = call.problem;
+  const ConvConfig& cfg = call.config;
+  const int64_t biggest = std::max({p.input_elems(), p.weight_elems(), p.output_elems()});
+  const int64_t dims[] = {p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+                          p.dilation_h, p.dilation_w, p.groups, p.p(), p.q()};
+  bool fits = biggest <= INT_MAX;
+  for (int64_t d : dims) fits = fits && d <= INT_MAX;
+  if (!fits) {
+    *why_not = "the legacy API's 32-bit descriptors cannot hold this problem";
+    return nullptr;
+  }
+  const auto i32 = [](int64_t v) { return static_cast<int>(v); };
+  const cudnnTensorFormat_t fmt = cfg.layout == Layout::nchw ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC;
+  const cudnnDataType_t t = cudnn_dtype(cfg.dtype);
+  auto ld = std::make_unique<LegacyDescs>();
+  CK_CUDNN(cudnnCreateTensorDescriptor(&ld->x));
+  CK_CUDNN(cudnnCreateTensorDescriptor(&ld->y));
+  CK_CUDNN(cudnnCreateFilterDescriptor(&ld->w));
+  CK_CUDNN(cudnnCreateConvolutionDescriptor(&ld->conv));
+  CK_CUDNN(cudnnSetTensor4dDescriptor(ld->x, fmt, t, i32(p.n), i32(p.c), i32(p.h), i32(p.w)));
+  CK_CUDNN(cudnnSetTensor4dDescriptor(ld->y, fmt, t, i32(p.n), i32(p.k), i32(p.p()), i32(p.q())));
+  // Filter dims are always K, C/g, R, S; the format says how they lie (KCRS, or KRSC for NHWC).
+  CK_CUDNN(cudnnSetFilter4dDescriptor(ld->w, t, fmt, i32(p.k), i32(p.c_per_group()), i32(p.r), i32(p.s)));
+  CK_CUDNN(cudnnSetConvolution2dDescriptor(ld->conv, i32(p.pad_h), i32(p.pad_w), i32(p.stride_h),
+                                           i32(p.stride_w), i32(p.dilation_h), i32(p.dilation_w),
+                                           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CK_CUDNN(cudnnSetConvolutionGroupCount(ld->conv, i32(p.groups)));
+  CK_CUDNN(cudnnSetConvolutionMathType(ld->conv, legacy_math(cfg)));
+  return ld;
+}
+
 // ---- per-device handles and the plan cache --------------------------------------------------------
 
 struct Candidate {
   Desc cfg;                   // the engine configuration (kept alive with its plan)
   Desc plan;                  // finalized execution plan
   int64_t engine = -1;        // global engine index
+  // A legacy-API algorithm instead of a plan (cfg and plan empty): run with cudnnConvolutionForward.
+  bool legacy = false;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   std::string origin;         // "heur A #1"
   std::string notes;          // numerical notes, e.g. "winograd"
   int64_t ws_bytes = 0;
@@ -175,6 +281,7 @@ struct Entry {
   int device = 0;
   cudnnHandle_t handle = nullptr;
   std::vector<Desc> keep;  // tensors, conv, op, graph: alive as long as the plan
+  std::unique_ptr<LegacyDescs> legacy;  // set when best is a legacy algorithm (its math type set on conv)
   Candidate best;
   bool timed = false;  // best was chosen by timing every plan (prepare()), not the heuristics' first pick
   void* ws = nullptr;
@@ -354,12 +461,20 @@ void build_graph(cudnnHandle_t handle, const ConvCall& call, const Variant& v, s
 
 struct Harvest {
   std::vector<Candidate> plans;  // finalized, numerics allowed, deduplicated
-  int offered = 0;               // configs the heuristics returned (with duplicates)
+  int offered = 0;               // configs the heuristics returned (with duplicates) and enumerated engines
+  int enumerated = 0;            // of those, engines found by global index (default knobs)
+  int engines_global = 0;        // the graph's global engine count (0: not enumerated)
   int vetoed = 0;                // rejected for their numerics
   int failed = 0;                // could not be finalized into a plan
   int duplicates = 0;            // the same engine and knobs offered again (another mode)
   int rtc_skipped = 0;           // runtime-compiled engines left out
   std::string last_veto;
+  // The legacy API (prepare() only).
+  int legacy_offered = 0;  // algorithms cudnnFindConvolutionForwardAlgorithmEx returned that ran there
+  int legacy_timed = 0;
+  int legacy_vetoed = 0;
+  int legacy_failed = 0;      // failed at execute here, or needed more workspace than allowed
+  std::string legacy_skipped;  // why the legacy API was not consulted, when it was not
 };
 
 bool skip_runtime_compiled() {
@@ -367,8 +482,9 @@ bool skip_runtime_compiled() {
   return v && v[0] == '0';
 }
 
-// Engine configs from heuristics modes A, B and FALLBACK, deduplicated by (engine, knob choices), filtered
-// by numerics, each finalized into an execution plan (those that fail are counted and skipped).
+// Engine configs from heuristics modes A, B and FALLBACK, then (without first_only) every engine of the
+// graph by global index with default knobs; deduplicated by (engine, knob choices), filtered by numerics,
+// each finalized into an execution plan (those that fail are counted and skipped).
 // With first_only, stops at the first plan that finalizes (heuristics order: mode A's best guess first).
 // Without allow_rtc, engines that compile kernels at run time (NVRTC, up to seconds each) are skipped.
 Harvest harvest_plans(cudnnHandle_t handle, const Desc& graph, const ConvConfig& cfg, bool first_only,
@@ -376,6 +492,106 @@ Harvest harvest_plans(cudnnHandle_t handle, const Desc& graph, const ConvConfig&
   Harvest out;
   std::set<std::string> seen;
   const bool no_rtc = !allow_rtc || skip_runtime_compiled();
+
+  // One engine config: dedup, veto, finalize into a plan. True when a plan was added.
+  const auto consider = [&](Desc ec, const std::string& origin) -> bool {
+    ++out.offered;
+    Desc eng(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    int64_t n = 0;
+    if (cudnnBackendGetAttribute(ec.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                 eng.addr()) != CUDNN_STATUS_SUCCESS) {
+      ++out.failed;
+      return false;
+    }
+    int64_t engine = -1;
+    if (cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &engine) !=
+        CUDNN_STATUS_SUCCESS)
+      engine = -1;
+    std::vector<cudnnBackendNumericalNote_t> notes(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
+    int64_t nn = 0;
+    if (cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nn, notes.data()) != CUDNN_STATUS_SUCCESS)
+      nn = 0;
+    notes.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(nn, CUDNN_NUMERICAL_NOTE_TYPE_COUNT))));
+    std::vector<cudnnBackendBehaviorNote_t> behavior(CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
+    int64_t nb = 0;
+    if (cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &nb, behavior.data()) != CUDNN_STATUS_SUCCESS)
+      nb = 0;
+    behavior.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(nb, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT))));
+
+    // Dedup key: the engine and its knob choices (none for an enumerated engine's default config).
+    std::string key = std::to_string(engine);
+    int64_t nk = 0;
+    if (cudnnBackendGetAttribute(ec.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                 &nk, nullptr) == CUDNN_STATUS_SUCCESS && nk > 0) {
+      std::vector<Desc> knobs;
+      std::vector<cudnnBackendDescriptor_t> kraw;
+      for (int64_t k = 0; k < nk; ++k) {
+        knobs.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+        kraw.push_back(knobs.back().get());
+      }
+      int64_t kg = 0;
+      if (cudnnBackendGetAttribute(ec.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, nk,
+                                   &kg, kraw.data()) == CUDNN_STATUS_SUCCESS) {
+        std::vector<std::pair<int64_t, int64_t>> kv;
+        for (int64_t k = 0; k < std::min(kg, nk); ++k) {
+          cudnnBackendKnobType_t type{};
+          int64_t value = 0, c1 = 0, c2 = 0;
+          cudnnBackendGetAttribute(kraw[static_cast<size_t>(k)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                   CUDNN_TYPE_KNOB_TYPE, 1, &c1, &type);
+          cudnnBackendGetAttribute(kraw[static_cast<size_t>(k)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                   CUDNN_TYPE_INT64, 1, &c2, &value);
+          kv.emplace_back(static_cast<int64_t>(type), value);
+        }
+        std::sort(kv.begin(), kv.end());
+        for (const auto& [t, v] : kv) key += ";" + std::to_string(t) + "=" + std::to_string(v);
+      } else {
+        key += ";cfg" + std::to_string(out.offered);  // unknown knobs: treat as distinct
+      }
+    }
+    if (!seen.insert(key).second) {
+      ++out.duplicates;
+      return false;
+    }
+
+    if (const char* why = numerics_veto(notes, cfg)) {
+      ++out.vetoed;
+      out.last_veto = why;
+      return false;
+    }
+    if (no_rtc && std::find(behavior.begin(), behavior.end(), CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) !=
+                      behavior.end()) {
+      ++out.rtc_skipped;
+      return false;
+    }
+
+    Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    cudnnBackendDescriptor_t ecp = ec.get();
+    if (cudnnBackendSetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnBackendSetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ecp) != CUDNN_STATUS_SUCCESS ||
+        plan.try_finalize() != CUDNN_STATUS_SUCCESS) {
+      ++out.failed;
+      return false;
+    }
+    Candidate c;
+    int64_t nw = 0;
+    if (cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &nw,
+                                 &c.ws_bytes) != CUDNN_STATUS_SUCCESS) {
+      ++out.failed;
+      return false;
+    }
+    c.cfg = std::move(ec);
+    c.plan = std::move(plan);
+    c.engine = engine;
+    c.origin = origin;
+    c.notes = notes_text(notes);
+    out.plans.push_back(std::move(c));
+    return true;
+  };
+
   const std::pair<cudnnBackendHeurMode_t, const char*> modes[] = {
       {CUDNN_HEUR_MODE_A, "A"}, {CUDNN_HEUR_MODE_B, "B"}, {CUDNN_HEUR_MODE_FALLBACK, "fallback"}};
   for (const auto& [mode, mode_name] : modes) {
@@ -399,100 +615,35 @@ Harvest harvest_plans(cudnnHandle_t handle, const Desc& graph, const ConvConfig&
                                  &got, raw.data()) != CUDNN_STATUS_SUCCESS)
       continue;
     for (int64_t i = 0; i < std::min(got, count); ++i) {
-      ++out.offered;
-      Desc& ec = cfgs[static_cast<size_t>(i)];
+      const bool added = consider(std::move(cfgs[static_cast<size_t>(i)]),
+                                  std::string("heur ") + mode_name + " #" + std::to_string(i + 1));
+      if (added && first_only) break;
+    }
+  }
+
+  // Every engine of the graph by global index, default knobs: engines the heuristics do not rank (cudnn_frontend's
+  // "all engines" source). An index that does not apply to this graph fails to finalize and is not counted.
+  if (!first_only) {
+    int64_t global = 0, n = 0;
+    if (cudnnBackendGetAttribute(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1,
+                                 &n, &global) != CUDNN_STATUS_SUCCESS)
+      global = 0;
+    out.engines_global = static_cast<int>(std::max<int64_t>(0, global));
+    for (int64_t g = 0; g < global; ++g) {
       Desc eng(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-      int64_t n = 0;
-      if (cudnnBackendGetAttribute(ec.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                                   eng.addr()) != CUDNN_STATUS_SUCCESS) {
+      eng.set_desc(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, graph, "engine graph");
+      eng.set_i64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, g, "engine global index");
+      if (eng.try_finalize() != CUDNN_STATUS_SUCCESS) continue;  // not an engine for this graph
+      Desc ec(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      ec.set_desc(CUDNN_ATTR_ENGINECFG_ENGINE, eng, "engine config engine");
+      if (ec.try_finalize() != CUDNN_STATUS_SUCCESS) {
+        ++out.offered;
+        ++out.enumerated;
         ++out.failed;
         continue;
       }
-      int64_t engine = -1;
-      cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &engine);
-      std::vector<cudnnBackendNumericalNote_t> notes(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
-      int64_t nn = 0;
-      if (cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                   CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nn, notes.data()) != CUDNN_STATUS_SUCCESS)
-        nn = 0;
-      notes.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(nn, CUDNN_NUMERICAL_NOTE_TYPE_COUNT))));
-      std::vector<cudnnBackendBehaviorNote_t> behavior(CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
-      int64_t nb = 0;
-      if (cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                   CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &nb, behavior.data()) != CUDNN_STATUS_SUCCESS)
-        nb = 0;
-      behavior.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(nb, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT))));
-
-      // Dedup key: the engine and its knob choices.
-      std::string key = std::to_string(engine);
-      int64_t nk = 0;
-      if (cudnnBackendGetAttribute(ec.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                   &nk, nullptr) == CUDNN_STATUS_SUCCESS && nk > 0) {
-        std::vector<Desc> knobs;
-        std::vector<cudnnBackendDescriptor_t> kraw;
-        for (int64_t k = 0; k < nk; ++k) {
-          knobs.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-          kraw.push_back(knobs.back().get());
-        }
-        int64_t kg = 0;
-        if (cudnnBackendGetAttribute(ec.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, nk,
-                                     &kg, kraw.data()) == CUDNN_STATUS_SUCCESS) {
-          std::vector<std::pair<int64_t, int64_t>> kv;
-          for (int64_t k = 0; k < std::min(kg, nk); ++k) {
-            cudnnBackendKnobType_t type{};
-            int64_t value = 0, c1 = 0, c2 = 0;
-            cudnnBackendGetAttribute(kraw[static_cast<size_t>(k)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
-                                     CUDNN_TYPE_KNOB_TYPE, 1, &c1, &type);
-            cudnnBackendGetAttribute(kraw[static_cast<size_t>(k)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
-                                     CUDNN_TYPE_INT64, 1, &c2, &value);
-            kv.emplace_back(static_cast<int64_t>(type), value);
-          }
-          std::sort(kv.begin(), kv.end());
-          for (const auto& [t, v] : kv) key += ";" + std::to_string(t) + "=" + std::to_string(v);
-        } else {
-          key += ";cfg" + std::to_string(out.offered);  // unknown knobs: treat as distinct
-        }
-      }
-      if (!seen.insert(key).second) {
-        ++out.duplicates;
-        continue;
-      }
-
-      if (const char* why = numerics_veto(notes, cfg)) {
-        ++out.vetoed;
-        out.last_veto = why;
-        continue;
-      }
-      if (no_rtc && std::find(behavior.begin(), behavior.end(), CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) !=
-                        behavior.end()) {
-        ++out.rtc_skipped;
-        continue;
-      }
-
-      Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      cudnnBackendDescriptor_t ecp = ec.get();
-      if (cudnnBackendSetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle) !=
-              CUDNN_STATUS_SUCCESS ||
-          cudnnBackendSetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ecp) != CUDNN_STATUS_SUCCESS ||
-          plan.try_finalize() != CUDNN_STATUS_SUCCESS) {
-        ++out.failed;
-        continue;
-      }
-      Candidate c;
-      int64_t nw = 0;
-      if (cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &nw,
-                                   &c.ws_bytes) != CUDNN_STATUS_SUCCESS) {
-        ++out.failed;
-        continue;
-      }
-      c.cfg = std::move(ec);
-      c.plan = std::move(plan);
-      c.engine = engine;
-      c.origin = std::string("heur ") + mode_name + " #" + std::to_string(i + 1);
-      c.notes = notes_text(notes);
-      out.plans.push_back(std::move(c));
-      if (first_only) break;
+      ++out.enumerated;
+      consider(std::move(ec), "all engines, default knobs");
     }
   }
   return out;
@@ -531,16 +682,26 @@ std::string mib(double bytes) {
 
 std::string describe(const Candidate& c, int timed, const Harvest& h) {
   std::ostringstream d;
-  d << "engine " << c.engine << " (" << c.origin;
-  if (!c.notes.empty()) d << "; " << c.notes;
-  d << "), ";
-  if (timed > 0) {
+  if (c.legacy) {
+    d << "legacy algo " << legacy_algo_name(c.algo) << " (" << legacy_math_name(c.math) << "), ";
+  } else {
+    d << "engine " << c.engine << " (" << c.origin;
+    if (!c.notes.empty()) d << "; " << c.notes;
+    d << "), ";
+  }
+  if (timed > 0 || h.legacy_timed > 0) {
     char ms[32];
     std::snprintf(ms, sizeof(ms), "%.4f", c.ms);
-    d << timed << " plans timed of " << h.offered << " configs offered (" << h.duplicates << " duplicates, "
-      << h.vetoed << " vetoed for numerics, " << h.failed << " did not build, " << h.rtc_skipped
-      << " runtime-compiled skipped)";
-    d << ", best " << ms << " ms, ";
+    d << timed << " plans timed of " << h.offered << " configs offered (" << h.enumerated << " by enumerating "
+      << h.engines_global << " engines, " << h.duplicates << " duplicates, " << h.vetoed
+      << " vetoed for numerics, " << h.failed << " did not build, " << h.rtc_skipped
+      << " runtime-compiled skipped), ";
+    if (!h.legacy_skipped.empty())
+      d << "legacy API not used (" << h.legacy_skipped << "), ";
+    else
+      d << h.legacy_timed << " legacy algos timed of " << h.legacy_offered << " found (" << h.legacy_vetoed
+        << " vetoed for numerics, " << h.legacy_failed << " failed or too big), ";
+    d << "best " << ms << " ms, ";
   } else {
     d << "heuristic pick, not timed (prepare() times every plan), ";
   }
@@ -553,14 +714,29 @@ std::string describe(const Candidate& c, int timed, const Harvest& h) {
                     call.config.to_string() + "): " + std::to_string(h.offered) + " configurations offered, " +
                     std::to_string(h.vetoed) + " rejected for their numerics";
   if (!h.last_veto.empty()) why += " (" + h.last_veto + ")";
-  why += ", " + std::to_string(h.failed) + " failed to build.";
-  throw Error(StatusCode::unsupported, why);
+  why += ", " + std::to_string(h.failed) + " failed to build";
+  if (!h.legacy_skipped.empty()) why += "; the legacy API was not usable (" + h.legacy_skipped + ")";
+  throw Error(StatusCode::unsupported, why + ".");
 }
 
-// Times every plan of `h` on scratch buffers and returns the fastest (moved out of h). prepare() must not
-// touch the caller's output, which may be the residual: the caller's inputs are used when given, zeros
-// otherwise. The caller holds the handle's mutex.
-Candidate time_plans(cudnnHandle_t handle, const ConvCall& call, Harvest& h, int* timed_out) {
+// After a timing run threw: an engine that fails at execute is skipped, unless the failure broke the
+// context (then the error is raised, naming `what`).
+void check_context_after_failure(cudaStream_t stream, const char* what) {
+  const cudaError_t e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw_cuda_error(what, cudaGetErrorString(e), __FILE__, __LINE__);
+  }
+}
+
+// Times every plan of `h` and, when `ld` is given, every algorithm cudnnFindConvolutionForwardAlgorithmEx
+// finds, all on scratch buffers with the same clock, and returns the fastest (a plan moved out of h, or a
+// legacy algorithm, with ld->conv's math type left set to the winner's). prepare() must not touch the
+// caller's output, which may be the residual: the caller's inputs are used when given, zeros otherwise.
+// The caller holds the handle's mutex. *timed_out is the number of graph plans timed; the legacy counts
+// go into h.
+Candidate time_candidates(cudnnHandle_t handle, const ConvCall& call, const Variant& v, Harvest& h,
+                          LegacyDescs* ld, int* timed_out) {
   const Conv2dProblem& p = call.problem;
   const size_t esz = dtype_size(call.config.dtype);
   Scratch sx(call.src.data ? 0 : size_t(p.input_elems()) * esz);
@@ -575,11 +751,22 @@ Candidate time_plans(cudnnHandle_t handle, const ConvCall& call, Harvest& h, int
   int64_t ws_max = 0;
   for (const Candidate& c : h.plans)
     if (c.ws_bytes <= ws_cap) ws_max = std::max(ws_max, c.ws_bytes);
-  Scratch sws(static_cast<size_t>(ws_max));
+  // The legacy algorithms' largest workspace within the cap (an algorithm that does not apply to the
+  // problem answers NOT_SUPPORTED here and is left out).
+  size_t legacy_ws = 0;
+  if (ld) {
+    for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
+      size_t bytes = 0;
+      const cudnnStatus_t s = cudnnGetConvolutionForwardWorkspaceSize(
+          handle, ld->x, ld->w, ld->conv, ld->y, static_cast<cudnnConvolutionFwdAlgo_t>(a), &bytes);
+      if (s == CUDNN_STATUS_SUCCESS && bytes <= static_cast<size_t>(ws_cap)) legacy_ws = std::max(legacy_ws, bytes);
+    }
+  }
+  Scratch sws(std::max(static_cast<size_t>(ws_max), legacy_ws));
 
   cudaStream_t stream = as_stream(call.stream);
   CK_CUDNN(cudnnSetStream(handle, stream));
-  TimingOptions quick;  // a screen: plans more than twice slower than the best so far get no full timing
+  TimingOptions quick;  // a screen: candidates more than twice slower than the best so far get no full timing
   quick.warmup = 1;
   quick.min_runs = quick.max_runs = 3;
   quick.budget_s = 0.0;
@@ -587,6 +774,12 @@ Candidate time_plans(cudnnHandle_t handle, const ConvCall& call, Harvest& h, int
   full.warmup = 3;
   full.min_runs = full.max_runs = 10;
   full.budget_s = 0.0;
+  double best_ms = -1.0;  // the fastest so far, graph or legacy
+  const auto time_one = [&](const std::function<void()>& fn) {
+    const double screen = median(cuda_time_runs(call.stream, fn, quick));
+    return (best_ms >= 0.0 && screen > 2.0 * best_ms) ? screen : median(cuda_time_runs(call.stream, fn, full));
+  };
+
   int timed = 0, too_big = 0, exec_failed = 0;
   Candidate* best = nullptr;
   for (Candidate& c : h.plans) {
@@ -597,35 +790,99 @@ Candidate time_plans(cudnnHandle_t handle, const ConvCall& call, Harvest& h, int
     try {
       Desc vp = make_variant_pack(x, w, sy.p, sws.p);
       cudnnBackendDescriptor_t plan = c.plan.get(), pack = vp.get();
-      auto fn = [&] { CK_CUDNN(cudnnBackendExecute(handle, plan, pack)); };
-      const double screen = median(cuda_time_runs(call.stream, fn, quick));
-      c.ms = (best && screen > 2.0 * best->ms) ? screen : median(cuda_time_runs(call.stream, fn, full));
+      c.ms = time_one([&] { CK_CUDNN(cudnnBackendExecute(handle, plan, pack)); });
       ++timed;
       if (!best || c.ms < best->ms) best = &c;
+      if (best_ms < 0.0 || c.ms < best_ms) best_ms = c.ms;
     } catch (const Error&) {
-      // An engine that fails at execute is skipped, unless the failure broke the context.
-      const cudaError_t e = cudaStreamSynchronize(stream);
-      if (e != cudaSuccess) {
-        cudaGetLastError();
-        throw_cuda_error("cudnn peer: timing a plan", cudaGetErrorString(e), __FILE__, __LINE__);
-      }
+      check_context_after_failure(stream, "cudnn peer: timing a plan");
       ++exec_failed;
     }
   }
-  if (!best)
+
+  Candidate lbest;  // the fastest legacy algorithm, when lbest.legacy
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf;
+  int got = 0;
+  if (ld) {
+    // The legacy search failing leaves the graph plans to choose from; the detail says why.
+    try {
+      int max_algos = 0;
+      CK_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_algos));
+      perf.resize(static_cast<size_t>(std::max(1, max_algos)));
+      CK_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(handle, ld->x, x, ld->w, w, ld->conv, ld->y, sy.p,
+                                                      static_cast<int>(perf.size()), &got, perf.data(), sws.p,
+                                                      legacy_ws));
+    } catch (const Error& e) {
+      check_context_after_failure(stream, "cudnn peer: cudnnFindConvolutionForwardAlgorithmEx");
+      h.legacy_skipped = std::string("cudnnFindConvolutionForwardAlgorithmEx failed: ") + e.what();
+      got = 0;
+    }
+    std::set<std::pair<int, int>> seen;
+    for (int i = 0; i < std::min(got, static_cast<int>(perf.size())); ++i) {
+      const cudnnConvolutionFwdAlgoPerf_t& pr = perf[static_cast<size_t>(i)];
+      if (pr.status != CUDNN_STATUS_SUCCESS) continue;  // does not apply to this problem
+      if (!seen.insert({static_cast<int>(pr.algo), static_cast<int>(pr.mathType)}).second) continue;
+      ++h.legacy_offered;
+      if (const char* why = legacy_veto(pr.mathType, call.config)) {
+        ++h.legacy_vetoed;
+        h.last_veto = why;
+        continue;
+      }
+      if (pr.memory > legacy_ws) {
+        ++h.legacy_failed;
+        continue;
+      }
+      try {
+        CK_CUDNN(cudnnSetConvolutionMathType(ld->conv, pr.mathType));
+        const cudnnConvolutionFwdAlgo_t algo = pr.algo;
+        const size_t ws_bytes = pr.memory;
+        Candidate c;
+        c.ms = time_one([&] {
+          CK_CUDNN(cudnnConvolutionForward(handle, &v.alpha, ld->x, x, ld->w, w, ld->conv, algo, sws.p, ws_bytes,
+                                           &v.beta, ld->y, sy.p));
+        });
+        c.legacy = true;
+        c.algo = algo;
+        c.math = pr.mathType;
+        c.ws_bytes = static_cast<int64_t>(ws_bytes);
+        c.origin = std::string("legacy ") + legacy_algo_name(algo);
+        ++h.legacy_timed;
+        if (!lbest.legacy || c.ms < lbest.ms) lbest = std::move(c);
+        if (best_ms < 0.0 || lbest.ms < best_ms) best_ms = lbest.ms;
+      } catch (const Error&) {
+        check_context_after_failure(stream, "cudnn peer: timing a legacy algorithm");
+        ++h.legacy_failed;
+      }
+    }
+  }
+
+  if (!best && !lbest.legacy)
     throw Error(StatusCode::unsupported,
                 "cuDNN built " + std::to_string(h.plans.size()) + " plans for " + call.problem.to_string() +
                     " but none ran (" + std::to_string(exec_failed) + " failed at execute, " +
                     std::to_string(too_big) + " needed more workspace than the " + mib(double(ws_cap)) +
-                    " allowed).");
+                    " allowed), and the legacy API gave no usable algorithm (" +
+                    (h.legacy_skipped.empty() ? std::to_string(h.legacy_offered) + " found, " +
+                                                    std::to_string(h.legacy_vetoed) + " vetoed for numerics, " +
+                                                    std::to_string(h.legacy_failed) + " failed or too big"
+                                              : h.legacy_skipped) +
+                    ").");
   *timed_out = timed;
+  if (lbest.legacy && (!best || lbest.ms < best->ms)) {
+    // run() uses the descriptor as timed: the winner's math type, and the workspace that math type needs.
+    CK_CUDNN(cudnnSetConvolutionMathType(ld->conv, lbest.math));
+    size_t need = 0;
+    CK_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(handle, ld->x, ld->w, ld->conv, ld->y, lbest.algo, &need));
+    lbest.ws_bytes = std::max(lbest.ws_bytes, static_cast<int64_t>(need));
+    return lbest;
+  }
   return std::move(*best);
 }
 
 // The cache entry for this call's (device, problem, config, variant). Without `timed`, a new entry gets
 // the heuristics' first plan that builds (cheap: what run() needs when nobody called prepare(), as in the
-// tests); with `timed`, every plan is built and timed and the fastest kept, upgrading an untimed entry.
-// Entries are never removed before exit, so references to them stay valid.
+// tests); with `timed`, every plan and every legacy algorithm is timed and the fastest kept, upgrading an
+// untimed entry. Entries are never removed before exit, so references to them stay valid.
 Entry& prepare_entry(const ConvCall& call, bool timed) {
   int dev = 0;
   CK_CUDA(cudaGetDevice(&dev));
@@ -651,16 +908,24 @@ Entry& prepare_entry(const ConvCall& call, bool timed) {
                             /*allow_rtc=*/timed);
   if (h.plans.empty() && !timed)
     h = harvest_plans(entry->handle, entry->keep.back(), call.config, true, true);
-  if (h.plans.empty()) throw_no_engine(call, h);
+  if (h.plans.empty() && !timed) throw_no_engine(call, h);
 
   Candidate chosen;
+  std::unique_ptr<LegacyDescs> legacy;
   int n_timed = 0;
   if (timed) {
+    try {
+      legacy = build_legacy(call, &h.legacy_skipped);
+    } catch (const Error& e) {  // the graph plans remain; the detail says why the legacy API was not used
+      h.legacy_skipped = std::string("its descriptors were refused: ") + e.what();
+    }
+    if (h.plans.empty() && !legacy) throw_no_engine(call, h);
     std::lock_guard<std::mutex> hl(st.handle_mu);
-    chosen = time_plans(entry->handle, call, h, &n_timed);
+    chosen = time_candidates(entry->handle, call, v, h, legacy.get(), &n_timed);
   } else {
     chosen = std::move(h.plans.front());
   }
+  if (!chosen.legacy) legacy.reset();
   void* ws = chosen.ws_bytes > 0 ? cuda_alloc(static_cast<size_t>(chosen.ws_bytes)) : nullptr;
   const std::string detail = describe(chosen, n_timed, h);
   {
@@ -668,6 +933,7 @@ Entry& prepare_entry(const ConvCall& call, bool timed) {
     if (entry->ws) cudaFree(entry->ws);          // synchronizing: no kernel still uses it
     entry->ws = ws;
     entry->best = std::move(chosen);
+    entry->legacy = std::move(legacy);
     entry->timed = timed;
     entry->vpack = Desc();  // built again for the new plan's workspace
     entry->detail = detail;
@@ -684,8 +950,8 @@ class CudnnPeer final : public Algorithm {
   std::string name() const override { return "cudnn"; }
   Device device() const override { return Device::cuda; }
   std::string description() const override {
-    return "peer: cuDNN graph API, every heuristic engine (modes A, B, fallback) timed, the fastest kept; "
-           "epilogue as a separate kernel";
+    return "peer: cuDNN, every graph-API engine (heuristics modes A, B, fallback, and all engines by index) "
+           "and every legacy-API algorithm timed, the fastest kept; epilogue as a separate kernel";
   }
   bool is_peer() const override { return true; }
 
@@ -752,7 +1018,8 @@ class CudnnPeer final : public Algorithm {
     const Variant v = variant_of(call);
     {
       std::lock_guard<std::mutex> lock(en.mu);
-      if (!en.vpack.get() || en.vx != call.src.data || en.vw != call.wei.data || en.vy != call.dst.data) {
+      if (!en.best.legacy && (!en.vpack.get() || en.vx != call.src.data || en.vw != call.wei.data ||
+                              en.vy != call.dst.data)) {
         en.vpack = make_variant_pack(call.src.data, call.wei.data, call.dst.data, en.ws);
         en.vx = call.src.data;
         en.vw = call.wei.data;
@@ -760,7 +1027,14 @@ class CudnnPeer final : public Algorithm {
       }
       std::lock_guard<std::mutex> hlock(state().handle_mu);  // the handle's stream is shared state
       CK_CUDNN(cudnnSetStream(en.handle, as_stream(call.stream)));
-      CK_CUDNN(cudnnBackendExecute(en.handle, en.best.plan.get(), en.vpack.get()));
+      if (en.best.legacy) {
+        const LegacyDescs& ld = *en.legacy;
+        CK_CUDNN(cudnnConvolutionForward(en.handle, &v.alpha, ld.x, call.src.data, ld.w, call.wei.data, ld.conv,
+                                         en.best.algo, en.ws, static_cast<size_t>(en.best.ws_bytes), &v.beta, ld.y,
+                                         call.dst.data));
+      } else {
+        CK_CUDNN(cudnnBackendExecute(en.handle, en.best.plan.get(), en.vpack.get()));
+      }
     }
     // The rest of the epilogue as its own kernel; with the residual folded into cuDNN's beta only the
     // bias and the activation remain.
