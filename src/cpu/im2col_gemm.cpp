@@ -6,19 +6,24 @@
 //                                              (dst written with leading dimension K: no transpose pass)
 // A 1x1, stride-1, pad-0 convolution needs no column matrix: the input already is one (and in NHWC all
 // images are folded into one GEMM with M = N*H*W).
-// Parallelism: the column copy is an OpenMP loop; the GEMM uses OpenBLAS's own threads.
+// Parallelism: one OpenMP team; each thread owns a band of output pixels (its rows of the column matrix,
+// its single-threaded SGEMM, its part of the epilogue).
 // Epilogue: alpha is the GEMM's alpha; bias, residual and activation are one pass over the block just
 // written (still in cache). When the residual aliases dst the GEMM accumulates onto it (beta = e.beta),
 // so every residual element is read before it is overwritten.
 // Workspace: one column matrix for one (image, group), exactly workspace_bytes(); none for the 1x1 case.
-// Measured 2026-11-29 on the 2-vCPU AMD EPYC (Zen 4, AVX-512), OpenBLAS 0.3.21, batch-1 ResNet-50
-// layers, ONE thread, best of 20 (machine heavily loaded): 55-90 GFLOP/s (0.55-0.9x oneDNN's
-// execute-only time) from 28x28 down; 37-65 GFLOP/s on the 56x56 layers and conv1 (column copy, skinny GEMM).
+// Measured 2026-11-29 on the 2-vCPU AMD EPYC (Zen 4, AVX-512), OpenBLAS 0.3.21, 2 threads, quiet machine,
+// `convkit bench --suite resnet50 --batch 1 --device cpu --layout nhwc`: geomean 0.71x oneDNN 2.6.3 over the
+// 23 layers (0.85x in NCHW, where oneDNN also pays its reorders); before the band split 0.57x.
 #include <algorithm>
 #include <cstring>
 
 #include "common/activation.hpp"
 #include "core/registry.hpp"
+
+#include <omp.h>
+
+#include <mutex>
 
 #ifdef CONVKIT_HAVE_OPENBLAS
 #include <cblas.h>
@@ -33,38 +38,42 @@ bool needs_columns(const Conv2dProblem& p) {
 
 #ifdef CONVKIT_HAVE_OPENBLAS
 
-// col[(c*R + r)*S + s][p*Q + q] = x[g*Cg + c][h][w] (0 in the padding), NCHW.
-void im2col_nchw(const Conv2dProblem& pb, const float* x /* image n */, int64_t g, float* col) {
+// OpenBLAS runs single-threaded inside our OpenMP bands (see the NOTE in run()). This is process-wide:
+// convkit is the only OpenBLAS user it knows of; a host application that wants threaded BLAS elsewhere
+// can set it back after its convkit calls.
+void single_threaded_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+// Columns [pq0, pq1) of col[(c*R + r)*S + s][p*Q + q] = x[g*Cg + c][h][w] (0 in the padding), NCHW;
+// col's leading dimension is P*Q.
+void im2col_nchw(const Conv2dProblem& pb, const float* x /* image n */, int64_t g, float* col, int64_t pq0,
+                 int64_t pq1) {
   const int64_t P = pb.p(), Q = pb.q(), Cg = pb.c_per_group(), HW = pb.h * pb.w;
   const int64_t rows = Cg * pb.r * pb.s;
-#pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t c = row / (pb.r * pb.s), r = (row / pb.s) % pb.r, s = row % pb.s;
     const float* xc = x + (g * Cg + c) * HW;
     float* out = col + row * P * Q;
-    for (int64_t p = 0; p < P; ++p) {
+    const int64_t w0 = s * pb.dilation_w - pb.pad_w;
+    for (int64_t pq = pq0; pq < pq1;) {
+      const int64_t p = pq / Q, q_end = std::min(Q, pq1 - p * Q);
       const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
-      float* o = out + p * Q;
-      if (h < 0 || h >= pb.h) {
-        std::fill(o, o + Q, 0.0f);
-        continue;
-      }
-      const float* xr = xc + h * pb.w;
-      const int64_t w0 = s * pb.dilation_w - pb.pad_w;
-      for (int64_t q = 0; q < Q; ++q) {
+      for (int64_t q = pq - p * Q; q < q_end; ++q, ++pq) {
         const int64_t w = w0 + q * pb.stride_w;
-        o[q] = (w >= 0 && w < pb.w) ? xr[w] : 0.0f;
+        out[pq] = (h >= 0 && h < pb.h && w >= 0 && w < pb.w) ? xc[h * pb.w + w] : 0.0f;
       }
     }
   }
 }
 
-// col[p*Q + q][(r*S + s)*Cg + c] = x[h][w][g*Cg + c] (0 in the padding), NHWC.
-void im2col_nhwc(const Conv2dProblem& pb, const float* x /* image n */, int64_t g, float* col) {
-  const int64_t P = pb.p(), Q = pb.q(), Cg = pb.c_per_group();
+// Rows [pq0, pq1) of col[p*Q + q][(r*S + s)*Cg + c] = x[h][w][g*Cg + c] (0 in the padding), NHWC.
+void im2col_nhwc(const Conv2dProblem& pb, const float* x /* image n */, int64_t g, float* col, int64_t pq0,
+                 int64_t pq1) {
+  const int64_t Q = pb.q(), Cg = pb.c_per_group();
   const int64_t width = pb.r * pb.s * Cg;
-#pragma omp parallel for schedule(static)
-  for (int64_t pq = 0; pq < P * Q; ++pq) {
+  for (int64_t pq = pq0; pq < pq1; ++pq) {
     const int64_t p = pq / Q, q = pq % Q;
     float* out = col + pq * width;
     for (int64_t r = 0; r < pb.r; ++r) {
@@ -88,7 +97,6 @@ void finish_block(const Epilogue& e, float* y, const float* res, const float* bi
                   int64_t ld, bool bias_on_rows) {
   const bool has_bias = bias != nullptr, has_res = res != nullptr;
   if (!has_bias && !has_res && e.activation == Activation::none) return;
-#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < rows; ++i) {
     float* yr = y + i * ld;
     const float* rr = has_res ? res + i * ld : nullptr;
@@ -160,31 +168,40 @@ class CpuIm2colGemm final : public Algorithm {
     const int64_t Cg = pb.c_per_group(), Kg = pb.k_per_group(), CRS = Cg * pb.r * pb.s;
     const int64_t in_img = pb.c * pb.h * pb.w, out_img = pb.k * PQ;
 
-    if (call.config.layout == Layout::nchw) {
-      for (int64_t n = 0; n < pb.n; ++n)
+    // NOTE: one OpenMP team does everything. Each thread owns a band of output pixels: it gathers its
+    // band of the column matrix, multiplies it with a single-threaded SGEMM and finishes the epilogue on
+    // it. Bands are disjoint in col and in dst, so no barrier is needed, even as col is reused across
+    // images and groups. Letting OpenBLAS run its own pthreads next to OpenMP's spinning workers instead
+    // cost up to 8 ms scheduler stalls per call on the 2-core machine (seen 2026-11-29).
+    single_threaded_blas();
+    const bool nchw = call.config.layout == Layout::nchw;
+    // 1x1 s1 p0 in NHWC: one GEMM per group over all images (M = N*H*W), reading the input in place.
+    const int64_t images = (nchw || cols) ? pb.n : 1, M = (nchw || cols) ? PQ : pb.n * PQ;
+#pragma omp parallel
+    {
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t m0 = M * t / nt, m1 = M * (t + 1) / nt, mb = m1 - m0;
+      for (int64_t n = 0; n < images && mb > 0; ++n)
         for (int64_t g = 0; g < G; ++g) {
-          const float* xn = x + n * in_img;
-          const float* b = cols ? col : xn + g * Cg * PQ;  // 1x1 s1 p0: H*W == P*Q
-          if (cols) im2col_nchw(pb, xn, g, col);
-          float* yg = y + n * out_img + g * Kg * PQ;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Kg), int(PQ), int(CRS), e.alpha,
-                      wt + g * Kg * CRS, int(CRS), b, int(PQ), gemm_beta, yg, int(PQ));
-          finish_block(e, yg, res_pass ? res_pass + (yg - y) : nullptr, bias ? bias + g * Kg : nullptr, Kg, PQ, PQ,
-                       true);
-        }
-    } else {
-      // 1x1 s1 p0: one GEMM per group over all images (M = N*H*W), reading the input in place.
-      const int64_t images = cols ? pb.n : 1, M = cols ? PQ : pb.n * PQ;
-      for (int64_t n = 0; n < images; ++n)
-        for (int64_t g = 0; g < G; ++g) {
-          const float* a = cols ? col : x + g * Cg;
-          const int64_t lda = cols ? CRS : pb.c;
-          if (cols) im2col_nhwc(pb, x + n * in_img, g, col);
-          float* yg = y + n * out_img + g * Kg;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(Kg), int(CRS), e.alpha, a, int(lda),
-                      wt + g * Kg * CRS, int(CRS), gemm_beta, yg, int(pb.k));
-          finish_block(e, yg, res_pass ? res_pass + (yg - y) : nullptr, bias ? bias + g * Kg : nullptr, M, Kg, pb.k,
-                       false);
+          if (nchw) {  // dst[Kg, band] = W[Kg, CRS] x col[CRS, band]
+            const float* xn = x + n * in_img;
+            const float* b = cols ? col : xn + g * Cg * PQ;  // 1x1 s1 p0: H*W == P*Q
+            if (cols) im2col_nchw(pb, xn, g, col, m0, m1);
+            float* yg = y + n * out_img + g * Kg * PQ + m0;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Kg), int(mb), int(CRS), e.alpha,
+                        wt + g * Kg * CRS, int(CRS), b + m0, int(PQ), gemm_beta, yg, int(PQ));
+            finish_block(e, yg, res_pass ? res_pass + (yg - y) : nullptr, bias ? bias + g * Kg : nullptr, Kg, mb, PQ,
+                         true);
+          } else {  // dst[band, Kg] = col[band, CRS] x W[Kg, CRS]^T
+            const float* a = cols ? col : x + g * Cg;
+            const int64_t lda = cols ? CRS : pb.c;
+            if (cols) im2col_nhwc(pb, x + n * in_img, g, col, m0, m1);
+            float* yg = y + n * out_img + m0 * pb.k + g * Kg;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(mb), int(Kg), int(CRS), e.alpha, a + m0 * lda,
+                        int(lda), wt + g * Kg * CRS, int(CRS), gemm_beta, yg, int(pb.k));
+            finish_block(e, yg, res_pass ? res_pass + (yg - y) : nullptr, bias ? bias + g * Kg : nullptr, mb, Kg, pb.k,
+                         false);
+          }
         }
     }
 #endif
