@@ -319,9 +319,9 @@ class OneDnnCpu final : public Algorithm {
     plan.user_dst = dnnl::memory(user_dst_md, eng, DNNL_MEMORY_NONE);
     plan.user_bias = dnnl::memory(plan.bias_in_prim ? bias_md : dnnl::memory::desc({1, p.k, 1, 1}, dt::f32, tag::nchw),
                                   eng);
-    // NOTE: src and bias are always copied into buffers oneDNN allocated, even when the layouts agree:
-    // handing oneDNN 2.6.3 the caller's exactly-sized buffers gave rare SIGSEGVs in its JIT kernels
-    // (reads past the end, depending on where the allocation ended).
+    // oneDNN-layout buffers for the reorder path; where the layouts agree (src_direct / dst_direct below)
+    // the caller's buffers are used as they are. (Rare SIGSEGVs once blamed on that were oneDNN's endless
+    // recursion on fused residuals: see the NOTE above.)
     plan.src_mem = dnnl::memory(plan.pd.src_desc(), eng);
     plan.wei_mem = dnnl::memory(plan.pd.weights_desc(), eng);
     plan.dst_mem = dnnl::memory(plan.pd.dst_desc(), eng);

@@ -7,7 +7,9 @@
 // Work mapping: a grid-stride loop over the output elements in memory order, 64-bit indices; in NCHW a
 // warp holds 32 neighbouring q of one (n, k, p), so its filter reads are one broadcast address.
 // nvcc -Xptxas -v (sm_90): NCHW 64 registers, NHWC 72 registers, no smem, no spills.
-// measured: (pending the H200 run)
+// measured (H200, 2026-11-29): seed000 247.9 ms (1.25 TFLOP/s, 2% of the 67 TFLOP/s FMA peak), seed001
+// 2.77 ms. ncu on seed001: 64 registers, FMA pipe 31% busy, 49% achieved occupancy, DRAM 0.1%: every
+// thread re-reads its whole window from L1/L2, so load issue, not arithmetic, is the limit.
 #include <algorithm>
 
 #include "core/registry.hpp"

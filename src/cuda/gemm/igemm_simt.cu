@@ -39,7 +39,11 @@
 // ANCHORS.md): seed000 8.53 ms (36.3 TFLOP/s, 0.84x of 7.17), r50 batch 32 3x3 64@56 0.294 ms (0.82x),
 // s2 128@56 0.384 (0.61x), 128@28 0.370 (0.36x), 256@14 0.335 (0.52x), 512@7 0.456 (0.64x), seed001 0.200
 // (0.62x); the 1x1 layers 0.44-0.80x of the table's cuDNN column.
-// measured (split-K, float4 epilogue and weight loads, occupancy-aware plan): pending the next H200 run.
+// measured (split-K, float4 epilogue and weight loads, occupancy-aware plan; H200 2026-11-29): seed000
+// 8.30 ms (37.3 TFLOP/s, 0.86x PyTorch's cuDNN 7.17 ms), r50 3x3 64@56 0.282 (0.85x), s2 128@56 0.267
+// (0.88x), 128@28 0.269 (0.50x), s2 256@28 0.249 (1.00x), 256@14 0.251 (0.69x), s2 512@14 0.236 (1.34x),
+// 512@7 0.233 (1.26x), seed001 0.173 (0.72x). ncu on seed001 (64x64 tile): 80 registers, FMA pipe 41%
+// busy, 34% occupancy, 3.4 M shared-load bank conflicts: the next thing to fix.
 #include <cuda_runtime.h>
 
 #include <algorithm>
