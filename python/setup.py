@@ -125,7 +125,10 @@ ext = ext_cls(
     include_dirs=[str(ROOT / "include"), str(HERE / "csrc")],
     define_macros=[("Py_LIMITED_API", "0x030A0000")],
     extra_compile_args={"cxx": ["-O2", "-std=c++17", "-Wall"], "nvcc": ["-O2", "-std=c++17", "-lineinfo"]},
-    extra_link_args=[],
+    # NOTE: keep any statically linked runtime private. On the H200 machine the toolchain put a static
+    # libstdc++ into this extension; exported, its std::locale interposed on libc10's and the first error
+    # message (an ostringstream) crashed the process (seen 2026-11-29).
+    extra_link_args=["-Wl,--exclude-libs,ALL"],
     py_limited_api=True,
 )
 
