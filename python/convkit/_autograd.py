@@ -19,15 +19,9 @@ import math
 
 import torch
 
+from ._meta import _memory_format
+
 BACKWARD = "convkit"  # or "aten"
-
-
-def _memory_format(x):
-    if x.is_contiguous():
-        return torch.contiguous_format
-    if x.is_contiguous(memory_format=torch.channels_last):
-        return torch.channels_last
-    return torch.contiguous_format
 
 
 def _pair(v):
