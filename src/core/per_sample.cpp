@@ -1,9 +1,8 @@
 // conv2d_per_sample: validation and dispatch to the CPU or CUDA batched kernel.
 #include "convkit/per_sample.hpp"
 
-#include <sstream>
-
 #include "core/per_sample_hooks.hpp"
+#include "core/validate.hpp"
 
 namespace convkit {
 
@@ -11,40 +10,15 @@ std::array<int64_t, 4> per_sample_weight_dims(const Conv2dProblem& p) {
   return {p.n * p.k, p.c_per_group(), p.r, p.s};
 }
 
-namespace {
-
-std::string dims_text(const std::array<int64_t, 4>& d) {
-  std::ostringstream o;
-  o << "[" << d[0] << "," << d[1] << "," << d[2] << "," << d[3] << "]";
-  return o.str();
-}
-
-Status check(const char* what, const TensorView& t, const std::array<int64_t, 4>& want, const TensorView& like) {
-  auto bad = [&](const std::string& m) {
-    return Status::Fail(StatusCode::invalid_tensor, std::string("conv2d_per_sample: ") + what + ": " + m);
-  };
-  if (t.data == nullptr) return bad("data pointer is null.");
-  if (t.dims != want)
-    return bad("dims " + dims_text(t.dims) + " do not match the expected " + dims_text(want) + ".");
-  if (t.dtype != like.dtype)
-    return bad(std::string("dtype ") + to_string(t.dtype) + " differs from the input's " + to_string(like.dtype) + ".");
-  if (t.layout != like.layout)
-    return bad(std::string("layout ") + to_string(t.layout) + " differs from the input's " +
-               to_string(like.layout) + ".");
-  if (t.device != like.device)
-    return bad(std::string("tensor is on ") + to_string(t.device) + " but the input is on " +
-               to_string(like.device) + ".");
-  return Status::Ok();
-}
-
-}  // namespace
-
 Status validate_per_sample(const Conv2dProblem& p, const TensorView& src, const TensorView& wei,
                            const TensorView& dst, const Epilogue&) {
   if (Status s = p.validate(); !s.ok()) return s;
-  if (Status s = check("input", src, input_dims(p), src); !s.ok()) return s;
-  if (Status s = check("weight", wei, per_sample_weight_dims(p), src); !s.ok()) return s;
-  if (Status s = check("output", dst, output_dims(p), src); !s.ok()) return s;
+  // The input sets what the others must be: its dtype, layout and device.
+  const ConvConfig cfg{src.dtype, src.layout, src.device, MathMode::strict};
+  if (Status s = detail::check_tensor("conv2d_per_sample: input", src, input_dims(p), cfg); !s.ok()) return s;
+  if (Status s = detail::check_tensor("conv2d_per_sample: weight", wei, per_sample_weight_dims(p), cfg); !s.ok())
+    return s;
+  if (Status s = detail::check_tensor("conv2d_per_sample: output", dst, output_dims(p), cfg); !s.ok()) return s;
   if (dst.data == src.data || dst.data == wei.data)
     return Status::Fail(StatusCode::invalid_tensor,
                         "conv2d_per_sample: output: must not alias the input or the weight.");

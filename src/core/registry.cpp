@@ -10,6 +10,7 @@
 
 #include "convkit/convkit.hpp"
 #include "core/log.hpp"
+#include "core/validate.hpp"
 
 namespace convkit {
 
@@ -58,21 +59,19 @@ std::array<int64_t, 4> input_dims(const Conv2dProblem& p) { return {p.n, p.c, p.
 std::array<int64_t, 4> weight_dims(const Conv2dProblem& p) { return {p.k, p.c_per_group(), p.r, p.s}; }
 std::array<int64_t, 4> output_dims(const Conv2dProblem& p) { return {p.n, p.k, p.p(), p.q()}; }
 
-namespace {
+namespace detail {
 
-std::string dims_str(const std::array<int64_t, 4>& d) {
+std::string dims_text(const std::array<int64_t, 4>& d) {
   std::ostringstream o;
   o << "[" << d[0] << "," << d[1] << "," << d[2] << "," << d[3] << "]";
   return o.str();
 }
 
-Status check_tensor(const char* what, const TensorView& t, const std::array<int64_t, 4>& want,
+Status check_tensor(const std::string& what, const TensorView& t, const std::array<int64_t, 4>& want,
                     const ConvConfig& cfg) {
-  auto bad = [&](const std::string& m) {
-    return Status::Fail(StatusCode::invalid_tensor, std::string(what) + ": " + m);
-  };
+  auto bad = [&](const std::string& m) { return Status::Fail(StatusCode::invalid_tensor, what + ": " + m); };
   if (t.data == nullptr) return bad("data pointer is null.");
-  if (t.dims != want) return bad("dims " + dims_str(t.dims) + " do not match the problem's " + dims_str(want) + ".");
+  if (t.dims != want) return bad("dims " + dims_text(t.dims) + " do not match the problem's " + dims_text(want) + ".");
   if (t.dtype != cfg.dtype)
     return bad(std::string("dtype ") + to_string(t.dtype) + " differs from the requested " + to_string(cfg.dtype) + ".");
   if (t.layout != cfg.layout)
@@ -84,16 +83,16 @@ Status check_tensor(const char* what, const TensorView& t, const std::array<int6
   return Status::Ok();
 }
 
-}  // namespace
+}  // namespace detail
 
 Status validate_tensors(const Conv2dProblem& p, const ConvConfig& cfg, const TensorView& src, const TensorView& wei,
                         const TensorView& dst, const Epilogue& epi) {
   if (Status s = p.validate(); !s.ok()) return s;
   if (cfg.math == MathMode::tf32 && cfg.dtype != DType::f32)
     return Status::Fail(StatusCode::invalid_problem, "tf32 math applies to f32 tensors only.");
-  if (Status s = check_tensor("input", src, input_dims(p), cfg); !s.ok()) return s;
-  if (Status s = check_tensor("weight", wei, weight_dims(p), cfg); !s.ok()) return s;
-  if (Status s = check_tensor("output", dst, output_dims(p), cfg); !s.ok()) return s;
+  if (Status s = detail::check_tensor("input", src, input_dims(p), cfg); !s.ok()) return s;
+  if (Status s = detail::check_tensor("weight", wei, weight_dims(p), cfg); !s.ok()) return s;
+  if (Status s = detail::check_tensor("output", dst, output_dims(p), cfg); !s.ok()) return s;
   if (!std::isfinite(epi.alpha) || !std::isfinite(epi.beta))
     return Status::Fail(StatusCode::invalid_problem, "epilogue alpha and beta must be finite.");
   if (dst.data == src.data || dst.data == wei.data)
