@@ -2,6 +2,7 @@
 // tensors' GPU and enqueues on PyTorch's current stream. Convolutions go to the convkit library; the seed's
 // example ops to the small kernels in kernels.cu.
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -29,14 +30,17 @@ Kind kind_of(at::ScalarType t) {
 at::Tensor conv2d_cuda(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
                        at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                        c10::string_view activation, const c10::optional<at::Tensor>& residual, c10::string_view algo) {
-  const c10::cuda::CUDAGuard guard(x.device());
+  // NOTE: the dispatcher picks this kernel when ANY argument is on CUDA, so x may be a CPU tensor here:
+  // a device-generic guard (a no-op for the CPU) lets conv2d() report the mix as a ValueError, where a
+  // CUDAGuard on a CPU device threw "CUDAGuardImpl initialized with non-CUDA DeviceType" (H200, 2026-11-29).
+  const c10::OptionalDeviceGuard guard(x.device());
   return conv2d(x, w, bias, stride, padding, dilation, groups, activation, residual, algo, current_stream());
 }
 
 at::Tensor conv2d_per_sample_cuda(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                   int64_t groups, c10::string_view activation) {
-  const c10::cuda::CUDAGuard guard(x.device());
+  const c10::OptionalDeviceGuard guard(x.device());  // see conv2d_cuda
   return conv2d_per_sample(x, w, bias, stride, padding, dilation, groups, activation, current_stream());
 }
 
@@ -61,8 +65,8 @@ at::Tensor silu_cuda(const at::Tensor& x_in) {
 
 at::Tensor csr_matvec_cuda(const at::Tensor& values_in, const at::Tensor& row_ptr_in, const at::Tensor& col_idx_in,
                            const at::Tensor& dense_in) {
+  check_csr_matvec(values_in, row_ptr_in, col_idx_in, dense_in);  // first: values may be on the CPU
   const c10::cuda::CUDAGuard guard(values_in.device());
-  check_csr_matvec(values_in, row_ptr_in, col_idx_in, dense_in);
   const at::Tensor values = values_in.contiguous(), dense = dense_in.contiguous();
   const at::Tensor row_ptr = row_ptr_in.contiguous(), col_idx = col_idx_in.contiguous();
   const int64_t rows = row_ptr.numel() - 1;
