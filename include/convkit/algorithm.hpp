@@ -40,6 +40,8 @@ struct ConvCall {
   void* workspace = nullptr;  // on config.device, at least workspace_bytes(problem, config)
   size_t workspace_bytes = 0;
   void* stream = nullptr;  // cudaStream_t for CUDA algorithms; null = default stream
+  // One of the algorithm's variants() (a tile shape, a split count), or empty: its own heuristic choice.
+  std::string variant;
 };
 
 class Algorithm {
@@ -56,6 +58,13 @@ class Algorithm {
   // Whether it can compute this problem in this configuration; the reason is one sentence.
   virtual Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const = 0;
   virtual size_t workspace_bytes(const Conv2dProblem&, const ConvConfig&) const { return 0; }
+  // Tunable variants for this problem (e.g. "128x128x32/s3/k4": tile, stages, k splits), the heuristic's
+  // own choice first; empty when the algorithm has nothing to tune. An autotuner times each.
+  virtual std::vector<std::string> variants(const Conv2dProblem&, const ConvConfig&) const { return {}; }
+  // The workspace one variant needs (the default: workspace_bytes(), for algorithms without variants).
+  virtual size_t variant_workspace_bytes(const Conv2dProblem& p, const ConvConfig& c, const std::string&) const {
+    return workspace_bytes(p, c);
+  }
   // Optional one-time work outside any timed region (autotuning, plan building). run() must also work
   // without it.
   virtual void prepare(const ConvCall&) const {}

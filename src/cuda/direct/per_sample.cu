@@ -17,6 +17,7 @@
 #include "common/activation.hpp"
 #include "core/per_sample_hooks.hpp"
 #include "cuda/common/check.cuh"
+#include "cuda/tc/igemm_mma.hpp"
 
 namespace convkit::detail {
 namespace {
@@ -167,6 +168,11 @@ void launch(const Params& p, const TensorView& src, const TensorView& wei, const
 
 void cuda_conv2d_per_sample(const Conv2dProblem& pb, const TensorView& src, const TensorView& wei,
                             const TensorView& dst, const Epilogue& epi, void* stream) {
+  // f16/bf16 NHWC: the tensor-core implicit GEMM in its per-sample mode (grid.z walks the samples).
+  if (mma_per_sample_supported(pb, src)) {
+    mma_per_sample(pb, src, wei, dst, epi, stream);
+    return;
+  }
   Params p{};
   p.N = pb.n; p.C = pb.c; p.H = pb.h; p.W = pb.w; p.K = pb.k; p.R = pb.r; p.S = pb.s;
   p.P = pb.p(); p.Q = pb.q(); p.G = pb.groups; p.Cg = pb.c_per_group(); p.Kg = pb.k_per_group();
