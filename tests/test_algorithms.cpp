@@ -778,7 +778,7 @@ TEST(LargeTensor, CudaAlgorithmsPast2e31Elements) {
         continue;
       }
       dst.fill_bytes(0xFF);
-      ConvCall call{p, cfg, xv, wv, yv, Epilogue{}, ws.data(), ws_bytes, nullptr};
+      ConvCall call{p, cfg, xv, wv, yv, Epilogue{}, ws.data(), ws_bytes, nullptr, std::string()};
       call.epilogue.bias = bias.data();
       try {
         a->run(call);

@@ -688,3 +688,112 @@ TEST(Names, EpilogueIdentity) {
   e.activation = Activation::relu;
   EXPECT_FALSE(e.is_identity());
 }
+
+// ---- transform_layout ---------------------------------------------------------------------------
+
+namespace {
+
+// Logical values i*7919 mod 2039 (exact in f16/bf16/f32), in a host tensor of `layout`.
+HostTensor numbered(DType t, Layout l, std::array<int64_t, 4> dims) {
+  HostTensor h(t, l, dims);
+  std::vector<double> v(size_t(h.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = double((int64_t(i) * 7919) % 2039) - 1000.0;
+  if (t == DType::bf16)
+    for (auto& x : v) x = std::fmod(x, 256.0);  // bf16 holds integers up to 256 exactly
+  h.fill_logical(v);
+  return h;
+}
+
+}  // namespace
+
+TEST(TransformLayout, CpuBothDirectionsEveryDtype) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16})
+    for (const std::array<int64_t, 4> dims : {std::array<int64_t, 4>{2, 5, 3, 7}, {1, 40, 33, 35}, {3, 1, 1, 1},
+                                              {1, 64, 1, 1}, {2, 3, 70, 1}})
+      for (Layout from : {Layout::nchw, Layout::nhwc}) {
+        const Layout to = from == Layout::nchw ? Layout::nhwc : Layout::nchw;
+        const HostTensor src = numbered(t, from, dims);
+        HostTensor dst(t, to, dims), same(t, from, dims);
+        transform_layout(src.view_const(), dst.view());
+        EXPECT_EQ(dst.logical(), src.logical()) << to_string(t) << " " << to_string(from) << " -> " << to_string(to)
+                                                << " dims " << dims[0] << "," << dims[1] << "," << dims[2] << "," << dims[3];
+        if (dims[1] > 1 && dims[2] * dims[3] > 1) {
+          EXPECT_NE(dst.bytes, src.bytes) << "the memory order changes";
+        }
+        transform_layout(dst.view_const(), same.view());  // and back
+        EXPECT_EQ(same.bytes, src.bytes);
+      }
+}
+
+TEST(TransformLayout, SameLayoutIsACopyAndEmptyIsANoOp) {
+  const HostTensor src = numbered(DType::f32, Layout::nhwc, {2, 3, 4, 5});
+  HostTensor dst(DType::f32, Layout::nhwc, {2, 3, 4, 5});
+  transform_layout(src.view_const(), dst.view());
+  EXPECT_EQ(dst.bytes, src.bytes);
+  TensorView e{nullptr, DType::f32, Layout::nchw, Device::cpu, {0, 3, 4, 5}};
+  TensorView e2 = e;
+  e2.layout = Layout::nhwc;
+  EXPECT_NO_THROW(transform_layout(e, e2));
+}
+
+TEST(TransformLayout, MismatchedViewsAreErrors) {
+  HostTensor a = numbered(DType::f32, Layout::nchw, {2, 3, 4, 5});
+  HostTensor b(DType::f32, Layout::nhwc, {2, 3, 4, 5});
+  auto expect_error = [](const TensorView& s, const TensorView& d, const std::string& says) {
+    try {
+      transform_layout(s, d);
+      ADD_FAILURE() << "no error; expected one about " << says;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), StatusCode::invalid_tensor) << e.what();
+      EXPECT_TRUE(contains(e.what(), says)) << e.what();
+      expect_one_line(e.what());
+    }
+  };
+  TensorView d = b.view();
+  d.dims = {2, 3, 5, 4};
+  expect_error(a.view(), d, "dims");
+  d = b.view();
+  d.dtype = DType::f16;
+  expect_error(a.view(), d, "f16");
+  d = b.view();
+  d.device = Device::cuda;
+  expect_error(a.view(), d, "cuda");
+  d = b.view();
+  d.data = nullptr;
+  expect_error(a.view(), d, "null");
+  TensorView overlap = a.view();
+  overlap.layout = Layout::nhwc;
+  expect_error(a.view(), overlap, "overlap");
+  overlap.data = a.bytes.data() + 4;
+  expect_error(a.view(), overlap, "overlap");
+  d = b.view();
+  d.dims = {2, -3, 4, 5};
+  TensorView s = a.view();
+  s.dims = d.dims;
+  expect_error(s, d, "negative");
+}
+
+TEST(TransformLayout, CudaMatchesTheCpu) {
+  if (!cuda_device_available()) {
+    if (ckt::require_gpu()) FAIL() << "no CUDA device, but CONVKIT_REQUIRE_GPU=1";
+    GTEST_SKIP() << "no CUDA device on this machine (or a build without CUDA)";
+  }
+  for (DType t : {DType::f32, DType::f16})
+    for (const std::array<int64_t, 4> dims : {std::array<int64_t, 4>{2, 5, 3, 7}, {3, 70, 33, 35}, {1, 1, 9, 9},
+                                              {2, 256, 1, 1}, {1, 33, 1, 65}})
+      for (Layout from : {Layout::nchw, Layout::nhwc}) {
+        const Layout to = from == Layout::nchw ? Layout::nhwc : Layout::nchw;
+        const HostTensor src = numbered(t, from, dims);
+        HostTensor want(t, to, dims), got(t, to, dims);
+        transform_layout(src.view_const(), want.view());
+        Buffer ds(Device::cuda, src.bytes.size()), dd(Device::cuda, got.bytes.size());
+        ds.copy_from_host(src.bytes.data(), src.bytes.size());
+        dd.fill_bytes(0xFF);
+        TensorView sv{ds.data(), t, from, Device::cuda, dims}, dv{dd.data(), t, to, Device::cuda, dims};
+        transform_layout(sv, dv);
+        device_synchronize(Device::cuda);
+        dd.copy_to_host(got.bytes.data(), got.bytes.size());
+        EXPECT_EQ(got.bytes, want.bytes) << to_string(t) << " " << to_string(from) << " dims " << dims[0] << ","
+                                         << dims[1] << "," << dims[2] << "," << dims[3];
+      }
+}

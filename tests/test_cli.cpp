@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/tune.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -135,7 +136,8 @@ std::string pair_flag(int64_t a, int64_t b) { return a == b ? std::to_string(a) 
 }  // namespace
 
 TEST_F(Cli, HelpOfEverySubcommandExitsZero) {
-  for (const char* args : {"--help", "run --help", "bench --help", "list --help", "filter --help", "doctor --help"}) {
+  for (const char* args : {"--help", "run --help", "bench --help", "tune --help", "list --help", "filter --help",
+                           "doctor --help"}) {
     const Result r = cli(args);
     EXPECT_EQ(r.code, 0) << "convkit " << args << "\n" << r.err;
     EXPECT_FALSE(r.out.empty()) << "convkit " << args << " printed no help";
@@ -339,6 +341,159 @@ TEST_F(Cli, BenchErrorsExitTwo) {
   expect_user_error("bench --problem n1c3h9w9k4r3s3p1 --algo cpu_ref --device cpu --layout nchw8c", "nchw8c");
   expect_user_error("bench --problem n1c3h9w9k4r3s3p1 --algo cpu_ref --device cpu --dtype f64", "f64");
   expect_user_error("bench --suite no_such_suite --algo cpu_ref --device cpu", "no_such_suite");
+  expect_user_error("bench --problem n1c3h9w9k4r3s3p1 --algo cpu_ref --device cpu --dtype tf32 --math strict", "tf32");
+  expect_user_error("bench --problem n1c3h9w9k4r3s3p1 --algo cpu_ref --device cpu --dtype f16 --math tf32", "tf32");
+  expect_user_error("bench --problem n1c3h9w9k4r3s3p1 --algo cpu_ref --device cpu --math fast", "fast");
+}
+
+// ---- float16 / bfloat16 .npy files --------------------------------------------------------------
+
+namespace {
+
+// Reads any little-endian .npy file written by convkit: its descr, shape and raw data.
+bool read_npy_raw(const std::string& path, std::string* descr, std::vector<int64_t>* shape,
+                  std::vector<unsigned char>* data, std::string* err) {
+  const std::string all = slurp(path);
+  if (all.size() < 10 || all.compare(0, 6, "\x93NUMPY") != 0) return *err = "no .npy magic in " + path, false;
+  const size_t hlen = static_cast<unsigned char>(all[8]) | (size_t(static_cast<unsigned char>(all[9])) << 8);
+  if (all.size() < 10 + hlen) return *err = "truncated header", false;
+  const std::string h = all.substr(10, hlen);
+  const size_t d = h.find("'descr': '");
+  if (d == std::string::npos) return *err = "no descr: " + h, false;
+  *descr = h.substr(d + 10, 3);
+  const size_t open = h.find('(', h.find("'shape':")), close = h.find(')', open);
+  if (open == std::string::npos || close == std::string::npos) return *err = "no shape: " + h, false;
+  shape->clear();
+  for (const auto& tok : ckt::split_list(h.substr(open + 1, close - open - 1))) shape->push_back(std::stoll(tok));
+  data->assign(all.begin() + std::ptrdiff_t(10 + hlen), all.end());
+  return true;
+}
+
+std::vector<int64_t> dims_of(const std::array<int64_t, 4>& d) { return {d[0], d[1], d[2], d[3]}; }
+
+}  // namespace
+
+TEST_F(Cli, RunFloat16FilesRoundTrip) {
+  // f16 files in, f16 tensors (cpu_ref: the one CPU algorithm for f16), an f16 file out: bit-equal to cpu_ref.
+  const Conv2dProblem p = Conv2dProblem::parse("n2c3h7w6k4r3s3p1");
+  const ConvConfig cfg{DType::f16, Layout::nchw, Device::cpu, MathMode::strict};
+  ckt::EpilogueSpec e;
+  e.bias = e.residual = true;
+  e.activation = Activation::relu;
+  const ckt::Case c = ckt::make_case(p, cfg, e, 31, ckt::Fill::gaussian);
+  ckt::write_npy_raw(path("x.npy"), "<f2", dims_of(input_dims(p)), c.src.bytes.data(), c.src.bytes.size());
+  ckt::write_npy_raw(path("w.npy"), "<f2", dims_of(weight_dims(p)), c.wei.bytes.data(), c.wei.bytes.size());
+  ckt::write_npy_raw(path("b.npy"), "<f2", {p.k}, c.bias.data(), c.bias.size());
+  ckt::write_npy_raw(path("r.npy"), "<f2", dims_of(output_dims(p)), c.residual.bytes.data(), c.residual.bytes.size());
+  const std::string args = "run --input x.npy --weight w.npy --bias b.npy --residual r.npy --padding 1 --activation "
+                           "relu --device cpu --output y.npy";
+  const Result r = cli(args);
+  ASSERT_EQ(r.code, 0) << "convkit " << args << "\n" << r.err;
+  std::string descr, err;
+  std::vector<int64_t> shape;
+  std::vector<unsigned char> y;
+  ASSERT_TRUE(read_npy_raw(path("y.npy"), &descr, &shape, &y, &err)) << err;
+  EXPECT_EQ(descr, "<f2") << "an f16 run writes float16";
+  EXPECT_EQ(shape, dims_of(output_dims(p)));
+  EXPECT_EQ(y, ckt::reference(c).bytes) << "bit-equal to cpu_ref in f16";
+  // --dtype f32 on the same f16 files widens them (exactly) and writes float32.
+  fs::remove(path("y.npy"));
+  ASSERT_EQ(cli(args + " --dtype f32").code, 0);
+  ASSERT_TRUE(read_npy_raw(path("y.npy"), &descr, &shape, &y, &err)) << err;
+  EXPECT_EQ(descr, "<f4");
+  EXPECT_EQ(y.size(), size_t(p.output_elems()) * 4);
+}
+
+TEST_F(Cli, RunBf16ConvertsFloat32Files) {
+  const Conv2dProblem p = Conv2dProblem::parse("n1c4h6w6k3r3s3");
+  const RunFiles f = write_run_files([&](const std::string& n) { return path(n); }, p, true, false, Activation::none, 9);
+  const Result r = cli("run " + f.args + " --dtype bf16 --device cpu --output y.npy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The same conversion done here: bf16 of every float32 value, then cpu_ref in bf16, widened to float32.
+  const ConvConfig cfg{DType::bf16, Layout::nchw, Device::cpu, MathMode::strict};
+  ckt::Case c = ckt::make_case(p, cfg, f.c.epi, 9, ckt::Fill::gaussian);
+  c.src.fill_logical(f.c.src.logical());
+  c.wei.fill_logical(f.c.wei.logical());
+  for (int64_t k = 0; k < p.k; ++k)
+    detail::store_from_double(c.bias.data(), DType::bf16, k, detail::load_as_double(f.c.bias.data(), DType::f32, k));
+  const HostTensor want = ckt::reference(c);
+  std::vector<int64_t> shape;
+  std::vector<float> y;
+  std::string err;
+  ASSERT_TRUE(ckt::read_npy_f32(path("y.npy"), &shape, &y, &err)) << "bf16 results are written as float32: " << err;
+  ASSERT_EQ(y.size(), size_t(want.numel()));
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_EQ(double(y[i]), detail::load_as_double(want.bytes.data(), DType::bf16, int64_t(i))) << "element " << i;
+}
+
+TEST_F(Cli, RunFloat16ErrorsExitTwo) {
+  const Conv2dProblem p = Conv2dProblem::parse("n1c2h5w5k3r3s3p1");
+  write_run_files([&](const std::string& n) { return path(n); }, p, false, false, Activation::none, 4);
+  std::vector<uint16_t> h(50, 0x3c00);  // 1.0 in f16
+  {  // a header dict cut short
+    std::ofstream f(path("badheader.npy"), std::ios::binary);
+    std::string head = "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 2";
+    head += std::string(128 - 10 - head.size() - 1, ' ') + "\n";
+    f.write("\x93NUMPY\x01\x00", 8);
+    const char len[2] = {char(head.size()), 0};
+    f.write(len, 2);
+    f.write(head.data(), std::streamsize(head.size()));
+    f.write(reinterpret_cast<const char*>(h.data()), 100);
+  }
+  ckt::write_npy_raw(path("trunc16.npy"), "<f2", {1, 2, 5, 5}, h.data(), 60);
+  ckt::write_npy_raw(path("big16.npy"), ">f2", {1, 2, 5, 5}, h.data(), 100);
+  const std::string w = " --weight w.npy", ok = " --output y.npy";
+  expect_user_error("run --input badheader.npy" + w + ok, "badheader.npy");
+  expect_user_error("run --input trunc16.npy" + w + ok, "trunc16.npy");
+  expect_user_error("run --input big16.npy" + w + ok, "big16.npy");
+  // The message for an unsupported dtype says what is read and how to get bf16.
+  std::vector<int32_t> i4(50, 1);
+  ckt::write_npy_raw(path("i4.npy"), "<i4", {1, 2, 5, 5}, i4.data(), 200);
+  const Result r = cli("run --input i4.npy" + w + ok);
+  EXPECT_EQ(r.code, 2);
+  for (const char* says : {"'<f2'", "'<f4'", "--dtype bf16"}) EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  expect_user_error("run --input x.npy" + w + " --dtype f64" + ok, "f64");
+  expect_user_error("run --input x.npy" + w + " --dtype tf32 --device cpu" + ok, "tf32");  // no CPU tf32 algorithm
+  expect_user_error("run --input x.npy" + w + " --variant v1" + ok, "--variant");
+}
+
+// ---- convkit tune -------------------------------------------------------------------------------
+
+TEST_F(Cli, TuneWritesTheCacheAndPrintsTheTable) {
+  const Result r = cli("tune --problem n1c4h9w9k4r3s3p1 --problem n1c3h8w8k2r1 --device cpu --cache c.txt");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  for (const char* col : {"problem", "winner", "variant", "runner-up", "candidates"})
+    EXPECT_NE(r.out.find(col), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("n1c4h9w9k4r3s3p1 "), std::string::npos) << r.out;
+  const std::string cache = slurp(path("c.txt"));
+  EXPECT_EQ(cache.rfind("convkit-tune-cache v1\n", 0), 0u) << cache;
+  EXPECT_NE(cache.find("n1c4h9w9k4r3s3p1u1d1g1\tf32\tnchw\tstrict\tcpu\t"), std::string::npos) << cache;
+  EXPECT_NE(cache.find("n1c3h8w8k2r1s1p0u1d1g1\tf32"), std::string::npos) << cache;
+  // The winner printed is the one saved.
+  detail::TuneCache c(path("c.txt"));
+  const auto e = c.lookup(detail::make_tune_key(Conv2dProblem::parse("n1c4h9w9k4r3s3p1"), ConvConfig{}));
+  ASSERT_TRUE(e.has_value()) << cache;
+  EXPECT_NE(r.out.find(e->algorithm), std::string::npos);
+  // A second run merges: both entries and a new f16 one.
+  ASSERT_EQ(cli("tune --problem n1c4h9w9k4r3s3p1 --dtype f16 --device cpu --cache c.txt").code, 0);
+  detail::TuneCache c2(path("c.txt"));
+  EXPECT_EQ(c2.entries().size(), 3u) << slurp(path("c.txt"));
+}
+
+TEST_F(Cli, TuneErrorsExitTwo) {
+  expect_user_error("tune --device cpu --cache c.txt", "--suite");
+  expect_user_error("tune --problem n1c3 --device cpu --cache c.txt", "n1c3");
+  expect_user_error("tune --problem n1c3h9w9k4r3 --device cpu --dtype f64 --cache c.txt", "f64");
+  expect_user_error("tune --problem n1c3h9w9k4r3 --device cpu --layout nc --cache c.txt", "nc");
+  expect_user_error("tune --suite no_such_suite --device cpu --cache c.txt", "no_such_suite");
+  // tf32 on the CPU: nothing can run it, nothing is saved.
+  expect_user_error("tune --problem n1c3h9w9k4r3 --device cpu --dtype tf32 --cache c.txt", "tuned");
+  // A cache that cannot be written: the library's warning, then the error (exit 2).
+  fs::create_directories(path("adir"));
+  const Result r = cli("tune --problem n1c3h9w9k4r3 --device cpu --cache adir");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("could not be written"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("warning: tune cache adir"), std::string::npos) << r.err;
 }
 
 #endif  // CONVKIT_CLI_PATH

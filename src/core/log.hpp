@@ -1,14 +1,39 @@
-// CONVKIT_LOG=dispatch: print, once per (problem, config), the chosen algorithm and every rejection.
+// The one place that prints (on stderr): CONVKIT_LOG topics and the library's warnings.
+//   CONVKIT_LOG=dispatch  once per (problem, config): the choice, where it came from (heuristic, tune cache or
+//                         autotune with its timings) and the verdict on every algorithm of that device.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "convkit/algorithm.hpp"
 
 namespace convkit::detail {
 
 bool log_enabled(const char* topic);
-void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const std::string& chosen,
-                  const std::string& rejections);
+
+// "convkit: warning: <message>" on stderr.
+void log_warning(const std::string& message);
+// The same, only the first time `key` is given in this process; returns whether it printed.
+bool log_warning_once(const std::string& key, const std::string& message);
+
+// What the dispatch log says about one selection.
+struct DispatchReport {
+  std::string chosen;   // algorithm name
+  std::string variant;  // empty: the algorithm's own choice
+  std::string source;   // "heuristic: ...", "tune cache: ...", "autotune: ..."
+  std::vector<std::string> notes;  // more lines, e.g. the autotune timings or an ignored cache entry
+  struct Verdict {
+    std::string algorithm;
+    std::string text;  // "chosen", "rejected: <reason>", "not tried (...)", ...
+  };
+  std::vector<Verdict> algorithms;  // every algorithm of the device, in registry order
+};
+
+// True when CONVKIT_LOG=dispatch is set and this (problem, config) has not been logged yet in this process:
+// only then is a report worth building.
+bool dispatch_log_pending(const Conv2dProblem& p, const ConvConfig& cfg);
+// Prints the report once per (problem, config) (later calls for the same key print nothing).
+void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const DispatchReport& report);
 
 }  // namespace convkit::detail

@@ -1,6 +1,7 @@
 // The registry and the one conv2d() entry point: validate, select (or look up), allocate workspace, run.
 #include "core/registry.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -9,7 +10,7 @@
 #include <sstream>
 
 #include "convkit/convkit.hpp"
-#include "core/log.hpp"
+#include "core/tune.hpp"
 #include "core/validate.hpp"
 
 namespace convkit {
@@ -20,6 +21,8 @@ const std::vector<const Algorithm*>& algorithms() {
   static const std::vector<const Algorithm*> list = [] {
     std::vector<const Algorithm*> v;
 #ifdef CONVKIT_WITH_CUDA
+    v.push_back(detail::make_cuda_igemm_mma());
+    v.push_back(detail::make_cuda_igemm_wmma());
     v.push_back(detail::make_cuda_igemm_simt());
     v.push_back(detail::make_cuda_direct_regblock());
     v.push_back(detail::make_cuda_direct_smem());
@@ -101,22 +104,7 @@ Status validate_tensors(const Conv2dProblem& p, const ConvConfig& cfg, const Ten
 }
 
 const Algorithm& select(const Conv2dProblem& problem, const ConvConfig& cfg) {
-  std::ostringstream why;
-  for (const Algorithm* a : algorithms()) {
-    if (a->device() != cfg.device) continue;
-    Support av = a->available();
-    Support ok = av ? a->can_implement(problem, cfg) : av;
-    if (ok) {
-      detail::log_dispatch(problem, cfg, a->name(), why.str());
-      return *a;
-    }
-    why << "  " << a->name() << ": " << ok.reason << "\n";
-  }
-  std::string reasons = why.str();
-  if (reasons.empty())
-    reasons = cfg.device == Device::cuda ? "  no CUDA algorithms in this build.\n" : "  no algorithms registered.\n";
-  throw Error(StatusCode::unsupported,
-              "no algorithm can run " + problem.to_string() + " " + cfg.to_string() + ":\n" + reasons);
+  return detail::select_heuristic(problem, cfg);
 }
 
 void conv2d(const Conv2dProblem& problem, const TensorView& src, const TensorView& wei, const TensorView& dst,
@@ -124,8 +112,15 @@ void conv2d(const Conv2dProblem& problem, const TensorView& src, const TensorVie
   ConvConfig cfg{src.dtype, src.layout, src.device, opt.math};
   throw_if_error(validate_tensors(problem, cfg, src, wei, dst, epi));
   const Algorithm* algo = nullptr;
-  if (opt.algo.empty() || opt.algo == "auto") {
-    algo = &select(problem, cfg);
+  std::string variant = opt.variant;
+  if (opt.algo.empty() || opt.algo == "auto" || opt.algo == "autotune") {
+    if (!opt.variant.empty())
+      throw Error(StatusCode::invalid_problem, "variant '" + opt.variant + "' needs a named algorithm; \"" +
+                                                   (opt.algo.empty() ? "auto" : opt.algo) + "\" picks its own.");
+    ConvCall tuning{problem, cfg, src, wei, dst, epi, nullptr, 0, opt.stream, std::string()};
+    const Selection chosen = detail::choose_for_call(tuning, opt.algo == "autotune", *detail::tune_cache());
+    algo = chosen.algorithm;
+    variant = chosen.variant;
   } else {
     algo = find_algorithm(opt.algo);
     if (!algo) throw Error(StatusCode::invalid_problem, "unknown algorithm '" + opt.algo + "' (see `convkit list`)");
@@ -135,9 +130,21 @@ void conv2d(const Conv2dProblem& problem, const TensorView& src, const TensorVie
     if (Support av = algo->available(); !av) throw Error(StatusCode::not_available, algo->name() + ": " + av.reason);
     if (Support ok = algo->can_implement(problem, cfg); !ok)
       throw Error(StatusCode::unsupported, algo->name() + " cannot run " + problem.to_string() + ": " + ok.reason);
+    if (!variant.empty()) {
+      const std::vector<std::string> vs = algo->variants(problem, cfg);
+      if (std::find(vs.begin(), vs.end(), variant) == vs.end()) {
+        std::string list;
+        for (const auto& v : vs) list += (list.empty() ? "" : ", ") + v;
+        throw Error(StatusCode::invalid_problem, algo->name() + " has no variant '" + variant + "' for " +
+                                                     problem.to_string() + " (" +
+                                                     (list.empty() ? "it has no variants" : "its variants: " + list) +
+                                                     ").");
+      }
+    }
   }
-  ConvCall call{problem, cfg, src, wei, dst, epi, opt.workspace, opt.workspace_bytes, opt.stream};
-  const size_t need = algo->workspace_bytes(problem, cfg);
+  ConvCall call{problem, cfg, src, wei, dst, epi, opt.workspace, opt.workspace_bytes, opt.stream, variant};
+  const size_t need =
+      variant.empty() ? algo->workspace_bytes(problem, cfg) : algo->variant_workspace_bytes(problem, cfg, variant);
   Buffer owned;
   if (need > 0 && (call.workspace == nullptr || call.workspace_bytes < need)) {
     if (call.workspace != nullptr)

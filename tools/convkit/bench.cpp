@@ -39,12 +39,6 @@ const Algorithm* peer_for(Device d) {
   return nullptr;
 }
 
-MathMode parse_math(const std::string& s) {
-  if (s == "strict") return MathMode::strict;
-  if (s == "tf32") return MathMode::tf32;
-  throw UsageError("--math: unknown mode '" + s + "' (expected strict or tf32)");
-}
-
 // The rel-L2 bound of a path, with its reason: fp32 rounding over long sums (1e-5); tf32's 10-bit mantissa
 // (1e-3); f16/bf16 storage (1e-2); Winograd's transforms amplify fp32 rounding (1e-4).
 double error_bound(const ConvConfig& cfg, const std::string& algo) {
@@ -56,6 +50,21 @@ double error_bound(const ConvConfig& cfg, const std::string& algo) {
 
 bool skipped_oracle(const Algorithm* a, const Conv2dProblem& p, const Plan& plan) {
   return plan.all && a->name() == "cpu_ref" && p.flops() > kOracleSkipFlops;
+}
+
+// A tensor-core configuration (f16, bf16, or f32 with tf32 math) asked in NCHW on CUDA: algorithms that only
+// read NHWC are then benchmarked through explicit layout transforms, as row "<algo>+nhwc".
+bool nhwc_detour_possible(const ConvConfig& cfg) {
+  return cfg.device == Device::cuda && cfg.layout == Layout::nchw &&
+         (cfg.dtype != DType::f32 || cfg.math == MathMode::tf32);
+}
+
+// Whether `a` runs this problem only through the NHWC detour: it cannot do NCHW but can do NHWC.
+bool via_nhwc(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg) {
+  if (!nhwc_detour_possible(cfg) || a->is_peer() || !a->available() || a->can_implement(p, cfg)) return false;
+  ConvConfig nhwc = cfg;
+  nhwc.layout = Layout::nhwc;
+  return static_cast<bool>(a->can_implement(p, nhwc));
 }
 
 bool will_run(const Algorithm* a, const Conv2dProblem& p, const Plan& plan) {
@@ -120,13 +129,18 @@ void set_failure(Row& r, const Error& e) {
   r.reason = one_line(e.what());
 }
 
+// One algorithm on one problem. With `nhwc` (see via_nhwc) the NCHW operands are transformed to NHWC (the
+// weights KCRS -> KRSC once, untimed, as a model load would), the convolution runs on NHWC, and its output is
+// transformed back to NCHW for verification; the row's time is the convolution alone and transform_ms times
+// x -> NHWC plus y -> NCHW the same way.
 Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operands& o,
-            const detail::TimingOptions& topt, bool verify) {
+            const detail::TimingOptions& topt, bool verify, bool nhwc) {
   const Conv2dProblem& p = np.problem;
-  const ConvConfig& cfg = plan.cfg;
+  ConvConfig cfg = plan.cfg;
+  if (nhwc) cfg.layout = Layout::nhwc;
   Row r;
   r.problem = np;
-  r.algorithm = a->name();
+  r.algorithm = a->name() + (nhwc ? "+nhwc" : "");
   r.is_peer = a->is_peer();
   if (Support av = a->available(); !av) {
     r.status = "unsupported", r.reason = av.reason;
@@ -141,13 +155,28 @@ Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operan
     return r;
   }
   try {
+    // The NHWC copies of the operands (nhwc only), allocated and filled outside any timed region.
+    Buffer xn, wn, yn;
+    TensorView x = o.x, w = o.w, y = o.y;
+    if (nhwc) {
+      xn = Buffer(cfg.device, o.x.bytes());
+      wn = Buffer(cfg.device, o.w.bytes());
+      yn = Buffer(cfg.device, o.y.bytes());
+      x.data = xn.data(), w.data = wn.data(), y.data = yn.data();
+      x.layout = w.layout = y.layout = Layout::nhwc;
+      transform_layout(o.w, w);
+      transform_layout(o.x, x);
+      device_synchronize(cfg.device);
+    }
     r.workspace_bytes = a->workspace_bytes(p, cfg);
     Buffer ws(cfg.device, r.workspace_bytes);
-    const ConvCall call{p, cfg, o.x, o.w, o.y, Epilogue{}, ws.data(), ws.bytes(), nullptr};
+    const ConvCall call{p, cfg, x, w, y, Epilogue{}, ws.data(), ws.bytes(), nullptr, std::string()};
     a->prepare(call);
     if (verify) {
       o.dy.fill_bytes(0xFF);  // poison: an element never written shows as NaN
+      if (nhwc) yn.fill_bytes(0xFF);
       a->run(call);
+      if (nhwc) transform_layout(y, o.y);
       device_synchronize(cfg.device);
       const void* out = o.dy.data();
       if (cfg.device == Device::cuda) {
@@ -170,6 +199,14 @@ Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operan
     r.median_ms = detail::median(ms);
     r.min_ms = ms.empty() ? NAN : *std::min_element(ms.begin(), ms.end());
     r.runs = int(ms.size());
+    if (nhwc) {
+      const std::vector<double> tms = detail::time_runs(cfg.device, nullptr, [&] {
+        transform_layout(o.x, x);
+        transform_layout(y, o.y);
+      }, topt);
+      device_synchronize(cfg.device);
+      r.transform_ms = detail::median(tms);
+    }
     r.detail = one_line(a->detail(p, cfg));
   } catch (const Error& e) {
     set_failure(r, e);
@@ -214,16 +251,13 @@ Plan make_plan(const BenchOptions& o) {
   if (device == "auto" && !named.empty() &&
       std::all_of(named.begin(), named.end(), [&](const Algorithm* a) { return a->device() == named[0]->device(); }))
     device = to_string(named[0]->device());
-  plan.cfg.device = resolve_device(device);
+  apply_dtype_flags(o.dtype, o.math, plan.cfg);
   try {
-    plan.cfg.dtype = parse_dtype(o.dtype);
     plan.cfg.layout = parse_layout(o.layout);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  plan.cfg.math = parse_math(o.math);
-  if (plan.cfg.math == MathMode::tf32 && plan.cfg.dtype != DType::f32)
-    throw UsageError("--math tf32 applies to --dtype f32 only");
+  plan.cfg.device = resolve_device(device);
 
   plan.peer = peer_for(plan.cfg.device);
   for (const Algorithm* a : named)
@@ -265,9 +299,11 @@ CLI::App* add_bench(CLI::App& app, BenchOptions& o) {
                                       "default seeds when no --problem is given");
   sub->add_option("--algo", o.algo, "comma-separated algorithm names, or all")->capture_default_str();
   sub->add_option("--device", o.device, "cpu|cuda|auto (auto: cuda when a GPU is usable)")->capture_default_str();
-  sub->add_option("--dtype", o.dtype, "f32|f16|bf16")->capture_default_str();
-  sub->add_option("--layout", o.layout, "nchw|nhwc")->capture_default_str();
-  sub->add_option("--math", o.math, "strict|tf32 (tf32 only when asked)")->capture_default_str();
+  sub->add_option("--dtype", o.dtype, "f32|f16|bf16|tf32 (tf32: f32 tensors with tf32 math)")->capture_default_str();
+  sub->add_option("--layout", o.layout, "nchw|nhwc (nchw with f16/bf16/tf32 on cuda: NHWC-only algorithms also run "
+                                        "through layout transforms, as <algo>+nhwc rows with their transform time)")
+      ->capture_default_str();
+  sub->add_option("--math", o.math, "strict|tf32 (default strict; tf32 only when asked)");
   sub->add_option("--batch", o.batch, "override every problem's batch size N")->check(CLI::Validator(
       [](std::string& v) { return !v.empty() && v.size() < 13 && v.find_first_not_of("0123456789") == std::string::npos &&
                                           std::stoll(v) > 0
@@ -320,7 +356,10 @@ int run_bench(const BenchOptions& o) {
 
   std::vector<std::string> names;
   if (plan.peer) names.push_back(plan.peer->name());
-  for (const Algorithm* a : plan.algos) names.push_back(a->name());
+  for (const Algorithm* a : plan.algos) {
+    names.push_back(a->name());
+    if (nhwc_detour_possible(plan.cfg)) names.push_back(a->name() + "+nhwc");
+  }
   const SystemInfo sys = system_info();
   fmt::print("convkit {} bench: {} ({} problem{}), {}, {} OpenMP threads, peer {}, seed {}\n", version(),
              plan.suite.empty() ? std::string("--problem") : "suite " + plan.suite, plan.problems.size(),
@@ -358,7 +397,7 @@ int run_bench(const BenchOptions& o) {
         r.status = "error", r.reason = setup_error;
       } else {
         progress.show(i + 1, plan.problems.size(), np.name, a->name());
-        r = measure(a, np, plan, ops, topt, verify);
+        r = measure(a, np, plan, ops, topt, verify, via_nhwc(a, np.problem, plan.cfg));
       }
       if (a == plan.peer && r.status == "ok") peer_ms = r.median_ms;
       if (plan.peer) r.peer = plan.peer->name(), r.peer_ms = peer_ms;

@@ -13,9 +13,9 @@ struct BenchOptions {
   std::string suite;                  // --suite NAME|FILE
   std::string algo = "all";
   std::string device = "auto";
-  std::string dtype = "f32";
+  std::string dtype = "f32";  // f32|f16|bf16|tf32 (tf32: f32 tensors, tf32 math)
   std::string layout = "nchw";
-  std::string math = "strict";
+  std::string math;  // "" = not given: strict, or tf32 with --dtype tf32
   int64_t batch = 0;  // 0 = the suite's own
   std::string csv, json;
   int runs = 50;
@@ -31,10 +31,25 @@ struct RunCmdOptions {
   int64_t groups = 1;
   std::string activation = "none";
   std::string algo = "auto";
+  std::string variant;
   std::string device = "cpu";
+  std::string dtype = "auto";  // auto (the input file's) | f32 | f16 | bf16 | tf32
 };
 CLI::App* add_run(CLI::App& app, RunCmdOptions& o);
 int run_run(const RunCmdOptions& o);
+
+struct TuneOptions {
+  std::vector<std::string> problems;  // --problem SPEC (repeatable)
+  std::string suite;                  // --suite NAME|FILE
+  std::string dtype = "f32";
+  std::string layout = "nchw";
+  std::string device = "auto";
+  int64_t batch = 0;  // 0 = the suite's own
+  std::string cache;  // "" = the library's default ($CONVKIT_TUNE_CACHE, ~/.cache/convkit/tune-v1.txt); "off"
+  uint64_t seed = 1;
+};
+CLI::App* add_tune(CLI::App& app, TuneOptions& o);
+int run_tune(const TuneOptions& o);
 
 struct ListOptions {
   std::string device;  // empty = all

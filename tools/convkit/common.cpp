@@ -55,6 +55,31 @@ Device resolve_device(const std::string& name) {
   return d;
 }
 
+void apply_dtype_flags(const std::string& dtype, const std::string& math, ConvConfig& cfg) {
+  const bool tf32_dtype = dtype == "tf32";
+  if (tf32_dtype) {
+    cfg.dtype = DType::f32;
+  } else {
+    try {
+      cfg.dtype = parse_dtype(dtype);
+    } catch (const Error&) {
+      throw UsageError("--dtype: unknown dtype '" + dtype + "' (expected f32, f16, bf16 or tf32)");
+    }
+  }
+  if (math.empty()) {
+    cfg.math = tf32_dtype ? MathMode::tf32 : MathMode::strict;
+  } else if (math == "strict") {
+    if (tf32_dtype) throw UsageError("--dtype tf32 means f32 tensors with tf32 math: it contradicts --math strict");
+    cfg.math = MathMode::strict;
+  } else if (math == "tf32") {
+    cfg.math = MathMode::tf32;
+  } else {
+    throw UsageError("--math: unknown mode '" + math + "' (expected strict or tf32)");
+  }
+  if (cfg.math == MathMode::tf32 && cfg.dtype != DType::f32)
+    throw UsageError("tf32 math applies to f32 tensors only (--dtype tf32, or --dtype f32 --math tf32)");
+}
+
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   size_t start = 0;

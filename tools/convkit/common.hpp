@@ -28,6 +28,11 @@ int report_error(const std::string& msg, int code);
 // that this build or machine cannot serve is a UsageError.
 Device resolve_device(const std::string& name);
 
+// --dtype and --math into cfg.dtype and cfg.math: dtype f32|f16|bf16, or tf32 (f32 tensors with tf32 math);
+// math "" (not given), strict or tf32. `--dtype tf32 --math strict` and tf32 math on 16-bit tensors are
+// UsageErrors.
+void apply_dtype_flags(const std::string& dtype, const std::string& math, ConvConfig& cfg);
+
 // Splits "a,b,c" (empty pieces dropped).
 std::vector<std::string> split(const std::string& s, char sep);
 

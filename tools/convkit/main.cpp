@@ -1,4 +1,4 @@
-// convkit: the command-line front door (bench, run, list, filter, doctor). The library does the work; this
+// convkit: the command-line front door (bench, run, tune, list, filter, doctor). The library does the work; this
 // parses flags, calls it, and prints. Errors: one line "convkit: error: ..." on stderr, exit 2 (user) or 1.
 #include <iostream>
 #include <new>
@@ -15,10 +15,12 @@ int main(int argc, char** argv) {
 
   BenchOptions bench_opt;
   RunCmdOptions run_opt;
+  TuneOptions tune_opt;
   ListOptions list_opt;
   FilterOptions filter_opt;
   CLI::App* bench = add_bench(app, bench_opt);
   CLI::App* run = add_run(app, run_opt);
+  CLI::App* tune = add_tune(app, tune_opt);
   CLI::App* list = add_list(app, list_opt);
   CLI::App* filter = add_filter(app, filter_opt);
   CLI::App* doctor = add_doctor(app);
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   try {
     if (bench->parsed()) return run_bench(bench_opt);
     if (run->parsed()) return run_run(run_opt);
+    if (tune->parsed()) return run_tune(tune_opt);
     if (list->parsed()) return run_list(list_opt);
     if (filter->parsed()) return run_filter(filter_opt);
     if (doctor->parsed()) return run_doctor();

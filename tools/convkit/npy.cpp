@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 
+#include "common/element.hpp"
 #include "convkit/status.hpp"
 
 namespace convkit::cli {
@@ -120,9 +121,9 @@ class HeaderParser {
 };
 
 std::string describe_dtype(const std::string& d) {
-  if (d == ">f4") return "big-endian float32";
+  if (d == ">f4" || d == ">f2") return "big-endian; save with x.astype('<f4')";
   if (d == "<f8") return "float64; convert with x.astype(np.float32)";
-  if (d == "<f2") return "float16; convert with x.astype(np.float32)";
+  if (d == "<V2" || d == "|V2") return "raw 2-byte values (bfloat16?): save float32 and pass --dtype bf16";
   return "convert with x.astype(np.float32)";
 }
 
@@ -168,14 +169,16 @@ NpyArray read_npy(const std::string& path) {
   if (descr.kind != HeaderValue::string) bad(path, "bad .npy header ('descr' is not a string)");
   if (fortran.kind != HeaderValue::boolean) bad(path, "bad .npy header ('fortran_order' is not True or False)");
   if (shape.kind != HeaderValue::tuple) bad(path, "bad .npy header ('shape' is not a tuple)");
-  if (descr.s != "<f4")
-    bad(path, "dtype '" + descr.s + "' is not supported: convkit reads float32 ('<f4') only (" +
-                  describe_dtype(descr.s) + ")");
+  if (descr.s != "<f4" && descr.s != "<f2")
+    bad(path, "dtype '" + descr.s + "' is not supported: convkit reads float32 ('<f4') and float16 ('<f2') (" +
+                  describe_dtype(descr.s) + "; for bfloat16 save float32 and pass --dtype bf16)");
   if (fortran.b)
     bad(path, "fortran_order is True: convkit reads C-order arrays only (save np.ascontiguousarray(x))");
 
   NpyArray a;
   a.shape = shape.ints;
+  a.dtype = descr.s == "<f2" ? DType::f16 : DType::f32;
+  const uint64_t elem = dtype_size(a.dtype);
   uint64_t count = 1;
   for (int64_t d : a.shape) {
     if (d != 0 && count > std::numeric_limits<uint64_t>::max() / 8 / uint64_t(d))
@@ -183,19 +186,45 @@ NpyArray read_npy(const std::string& path) {
     count *= uint64_t(d);
   }
   const size_t data_start = header_start + header_len;
-  const uint64_t want = count * 4, have = bytes.size() - data_start;
+  const uint64_t want = count * elem, have = bytes.size() - data_start;
   if (have < want)
     bad(path, "truncated data: the shape " + shape_string(a.shape) + " needs " + std::to_string(want) +
                   " bytes but the file holds " + std::to_string(have));
   if (have > want)
     bad(path, "has " + std::to_string(have - want) + " bytes after the data of shape " + shape_string(a.shape));
-  a.data.resize(count);
-  if (count) std::memcpy(a.data.data(), bytes.data() + data_start, want);
+  a.bytes.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_start), bytes.end());
   return a;
 }
 
-void write_npy(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
-  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_string(shape) + ", }";
+int64_t NpyArray::count() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<unsigned char> NpyArray::as(DType to) const {
+  if (to == dtype) return bytes;
+  const int64_t n = count();
+  std::vector<unsigned char> out(static_cast<size_t>(n) * dtype_size(to));
+  for (int64_t i = 0; i < n; ++i)
+    detail::store_from_double(out.data(), to, i, detail::load_as_double(bytes.data(), dtype, i));
+  return out;
+}
+
+void write_npy(const std::string& path, const std::vector<int64_t>& shape, const void* data, DType dtype) {
+  size_t count = 1;
+  for (int64_t d : shape) count *= static_cast<size_t>(d);
+  std::vector<unsigned char> widened;
+  if (dtype == DType::bf16) {  // NumPy has no bfloat16: widen to float32 (exact)
+    widened.resize(count * 4);
+    for (size_t i = 0; i < count; ++i)
+      detail::store_from_double(widened.data(), DType::f32, int64_t(i), detail::load_as_double(data, dtype, int64_t(i)));
+    data = widened.data();
+    dtype = DType::f32;
+  }
+  const size_t elem = dtype_size(dtype);
+  std::string dict = std::string("{'descr': '") + (dtype == DType::f16 ? "<f2" : "<f4") +
+                     "', 'fortran_order': False, 'shape': " + shape_string(shape) + ", }";
   // Pad with spaces so that magic + version + length + header is a multiple of 64, ending in '\n'.
   const size_t total = (10 + dict.size() + 1 + 63) / 64 * 64;
   dict.append(total - 10 - dict.size() - 1, ' ');
@@ -206,8 +235,6 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
   head += static_cast<char>(dict.size() & 0xff);
   head += static_cast<char>((dict.size() >> 8) & 0xff);
   head += dict;
-  size_t count = 1;
-  for (int64_t d : shape) count *= static_cast<size_t>(d);
 
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
@@ -217,7 +244,7 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) bad(path, std::string("cannot write: ") + std::strerror(errno));
     f.write(head.data(), static_cast<std::streamsize>(head.size()));
-    f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * 4));
+    f.write(static_cast<const char*>(data), static_cast<std::streamsize>(count * elem));
     f.flush();
     if (!f) {
       const std::string why = std::strerror(errno);

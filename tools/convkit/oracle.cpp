@@ -100,7 +100,7 @@ Oracle make_oracle(const Conv2dProblem& p, const ConvConfig& cfg, const TensorVi
     const size_t bytes = size_t(count) * dtype_size(cfg.dtype);
     Buffer out(cfg.device, bytes), ws(cfg.device, ref->workspace_bytes(p, ref_cfg));
     ConvCall call{p, ref_cfg, dev_x, dev_w, TensorView{out.data(), cfg.dtype, cfg.layout, cfg.device, output_dims(p)},
-                  Epilogue{}, ws.data(), ws.bytes(), nullptr};
+                  Epilogue{}, ws.data(), ws.bytes(), nullptr, std::string()};
     ref->run(call);
     device_synchronize(cfg.device);
     std::vector<unsigned char> host(bytes);

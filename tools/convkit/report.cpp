@@ -56,6 +56,8 @@ void TablePrinter::row(const Row& r) {
   const double ratio = r.ratio();
   std::string status = r.status_text();
   if (!r.detail.empty()) status += " (" + r.detail + ")";
+  if (std::isfinite(r.transform_ms))
+    status += fmt::format(" [conv only; + layout transforms {:.4g} ms = {:.4g} ms total]", r.transform_ms, r.total_ms());
   fmt::print("{:<{}}  {:<{}}  {}  {}  {}  {}  {}  {}  {}  {}\n", r.problem.name, wprob_, r.algorithm, walgo_,
              num(r.median_ms, 9), num(rate, 8), num(r.gbytes_per_s(elem_), 8),
              r.workspace_bytes ? num(mib(r.workspace_bytes), 7) : fmt::format("{:>7}", "0"), sci(r.max_abs, 8), rel,
@@ -163,6 +165,8 @@ nlohmann::ordered_json row_json(const Row& r, const RunInfo& info) {
   j["median_ms"] = number(r.median_ms);
   j["min_ms"] = number(r.min_ms);
   j["runs"] = r.runs;
+  j["transform_ms"] = number(r.transform_ms);
+  j["total_ms"] = number(r.total_ms());
   j["gflops"] = number(r.gflops());
   j["tflops"] = number(r.gflops() / 1000.0);
   j["gbps"] = number(r.gbytes_per_s(elem));

@@ -22,6 +22,10 @@ struct Row {
   std::string detail;         // the algorithm's detail() (e.g. the peer's engine)
   double median_ms = NAN, min_ms = NAN;
   int runs = 0;
+  // "<algo>+nhwc" rows (NCHW asked, the algorithm reads NHWC only): median_ms is the convolution alone and
+  // transform_ms the x -> NHWC and y -> NCHW transforms around it (NaN for every other row).
+  double transform_ms = NAN;
+  double total_ms() const { return std::isfinite(transform_ms) ? median_ms + transform_ms : median_ms; }
   size_t workspace_bytes = 0;
   // Verification (verify == false when --no-verify or the algorithm did not run).
   bool verified = false;

@@ -1,5 +1,8 @@
 // `convkit run`: one convolution on .npy files, with PyTorch F.conv2d semantics (NCHW input [N,C,H,W],
 // weight [K,C/groups,R,S], optional bias [K] and residual of the output's shape), plus the fused epilogue.
+// Files are float32 or float16; --dtype picks the tensors' dtype (default: the input file's), converting the
+// files on load (bf16 always comes from conversion: NumPy has no bfloat16). The output is float16 for f16
+// and float32 otherwise.
 #include <fmt/format.h>
 
 #include <cctype>
@@ -32,19 +35,19 @@ std::pair<int64_t, int64_t> parse_pair(const std::string& flag, const std::strin
 
 std::vector<int64_t> dims_vec(const std::array<int64_t, 4>& d) { return {d[0], d[1], d[2], d[3]}; }
 
-// A host array on `device`: copied to a device buffer for CUDA, used in place on the CPU.
+// Host bytes on `device`: copied to a device buffer for CUDA, used in place on the CPU.
 struct Operand {
   Buffer buf;
   void* ptr = nullptr;
 };
-Operand place(Device device, const std::vector<float>& host) {
+Operand place(Device device, std::vector<unsigned char>& host) {
   Operand o;
   if (device == Device::cpu) {
-    o.ptr = const_cast<float*>(host.data());
+    o.ptr = host.data();
     return o;
   }
-  o.buf = Buffer(device, host.size() * sizeof(float));
-  o.buf.copy_from_host(host.data(), host.size() * sizeof(float));
+  o.buf = Buffer(device, host.size());
+  o.buf.copy_from_host(host.data(), host.size());
   o.ptr = o.buf.data();
   return o;
 }
@@ -53,18 +56,28 @@ Operand place(Device device, const std::vector<float>& host) {
 
 CLI::App* add_run(CLI::App& app, RunCmdOptions& o) {
   CLI::App* sub = app.add_subcommand("run", "Run one convolution on .npy files (PyTorch F.conv2d semantics).");
-  sub->add_option("--input", o.input, "input X.npy, float32 [N,C,H,W]")->required();
-  sub->add_option("--weight", o.weight, "weight W.npy, float32 [K,C/groups,R,S]")->required();
-  sub->add_option("--bias", o.bias, "bias B.npy, float32 [K]");
+  sub->add_option("--input", o.input, "input X.npy, float32 or float16 [N,C,H,W]")->required();
+  sub->add_option("--weight", o.weight, "weight W.npy [K,C/groups,R,S]")->required();
+  sub->add_option("--bias", o.bias, "bias B.npy [K]");
   sub->add_option("--residual", o.residual, "residual R.npy added to the output (the output's shape)");
   sub->add_option("--stride", o.stride, "S or SH,SW")->capture_default_str();
   sub->add_option("--padding", o.padding, "P or PH,PW")->capture_default_str();
   sub->add_option("--dilation", o.dilation, "D or DH,DW")->capture_default_str();
   sub->add_option("--groups", o.groups, "groups (C and K divisible by it)")->capture_default_str();
   sub->add_option("--activation", o.activation, "none|relu|silu|gelu")->capture_default_str();
-  sub->add_option("--algo", o.algo, "algorithm name (see `convkit list`) or auto")->capture_default_str();
+  sub->add_option("--algo", o.algo, "algorithm name (see `convkit list`), auto, or autotune (time the candidates, "
+                                    "cache the winner)")
+      ->capture_default_str();
+  sub->add_option("--variant", o.variant, "with a named algorithm: one of its tunable variants");
   sub->add_option("--device", o.device, "cpu|cuda|auto")->capture_default_str();
-  sub->add_option("--output", o.output, "output Y.npy, float32 [N,K,P,Q] (written atomically)")->required();
+  sub->add_option("--dtype", o.dtype,
+                  "auto|f32|f16|bf16|tf32: the tensors' dtype; auto = the input file's (float32 -> f32, float16 -> "
+                  "f16). Files (float32 '<f4' or float16 '<f2') are converted on load: bf16 reads float32 files "
+                  "(NumPy has no bfloat16); tf32 = f32 tensors with tf32 math")
+      ->capture_default_str();
+  sub->add_option("--output", o.output, "output Y.npy [N,K,P,Q], float16 for f16 and float32 otherwise (written "
+                                        "atomically)")
+      ->required();
   return sub;
 }
 
@@ -80,11 +93,16 @@ int run_run(const RunCmdOptions& o) {
   } catch (const Error& e) {
     throw UsageError(std::string("--activation: ") + e.what());
   }
-  if (o.algo != "auto" && find_algorithm(o.algo) == nullptr)
+  if (o.algo != "auto" && o.algo != "autotune" && find_algorithm(o.algo) == nullptr)
     throw UsageError("unknown algorithm '" + o.algo + "' (see `convkit list`)");
+  if (!o.variant.empty() && (o.algo == "auto" || o.algo == "autotune"))
+    throw UsageError("--variant needs a named algorithm (--algo NAME)");
+  ConvConfig cfg;
+  if (o.dtype != "auto") apply_dtype_flags(o.dtype, "", cfg);
   const Device device = resolve_device(o.device);
 
   const NpyArray x = read_npy(o.input), w = read_npy(o.weight);
+  if (o.dtype == "auto") cfg.dtype = x.dtype;
   if (x.shape.size() != 4)
     throw UsageError(o.input + ": the input must be 4-D [N,C,H,W], got shape " + shape_string(x.shape));
   if (w.shape.size() != 4)
@@ -115,29 +133,34 @@ int run_run(const RunCmdOptions& o) {
                                    shape_string(out_dims), shape_string(r.shape)));
   }
 
-  std::vector<float> y(static_cast<size_t>(p.output_elems()));
-  Operand xs = place(device, x.data), ws = place(device, w.data);
-  Operand bs = b.data.empty() ? Operand{} : place(device, b.data);
-  Operand rs = r.data.empty() ? Operand{} : place(device, r.data);
+  const DType dt = cfg.dtype;
+  std::vector<unsigned char> xh = x.as(dt), wh = w.as(dt), bh = b.shape.empty() ? std::vector<unsigned char>() : b.as(dt),
+                             rh = r.shape.empty() ? std::vector<unsigned char>() : r.as(dt);
+  std::vector<unsigned char> y(static_cast<size_t>(p.output_elems()) * dtype_size(dt));
+  Operand xs = place(device, xh), ws = place(device, wh);
+  Operand bs = bh.empty() ? Operand{} : place(device, bh);
+  Operand rs = rh.empty() ? Operand{} : place(device, rh);
   Buffer ybuf;
   void* yptr = y.data();
   if (device == Device::cuda) {
-    ybuf = Buffer(device, y.size() * sizeof(float));
+    ybuf = Buffer(device, y.size());
     yptr = ybuf.data();
   }
-  const TensorView src{xs.ptr, DType::f32, Layout::nchw, device, input_dims(p)};
-  const TensorView wei{ws.ptr, DType::f32, Layout::nchw, device, weight_dims(p)};
-  const TensorView dst{yptr, DType::f32, Layout::nchw, device, output_dims(p)};
+  const TensorView src{xs.ptr, dt, Layout::nchw, device, input_dims(p)};
+  const TensorView wei{ws.ptr, dt, Layout::nchw, device, weight_dims(p)};
+  const TensorView dst{yptr, dt, Layout::nchw, device, output_dims(p)};
   epi.bias = bs.ptr;
   epi.residual = rs.ptr;
   convkit::RunOptions ro;
   ro.algo = o.algo;
+  ro.variant = o.variant;
+  ro.math = cfg.math;
   conv2d(p, src, wei, dst, epi, ro);
   if (device == Device::cuda) {
     device_synchronize(device);
-    ybuf.copy_to_host(y.data(), y.size() * sizeof(float));
+    ybuf.copy_to_host(y.data(), y.size());
   }
-  write_npy(o.output, out_dims, y.data());
+  write_npy(o.output, out_dims, y.data(), dt);
   return 0;
 }
 

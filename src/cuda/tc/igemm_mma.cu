@@ -56,7 +56,6 @@ namespace {
 constexpr int kBkBytes = 64;              // k depth of one pipeline stage: 32 f16/bf16 or 16 fp32 elements
 constexpr int kRowBytes = kBkBytes + 16;  // NOTE: padded smem row (see the header: conflict-free ldmatrix)
 constexpr int kChunksPerRow = kBkBytes / 16;
-constexpr int kStages = 4;
 constexpr int kFar = -(1 << 30);  // row origin of pixels past M: every tap then reads as padding
 
 struct MmaArgs {
@@ -153,7 +152,7 @@ struct Mma<float> {
 // A block of WM x WN warps computes a BM x BN tile of one (batch entry, group, k split); each warp a
 // (BM/WM) x (BN/WN) tile as MI x NI mma tiles of 16 x 8. Grid: x = m tiles, y = n tiles,
 // z = (batch entry * G + group) * splits + split.
-template <typename T, int BM, int BN, int WM, int WN, bool kAligned>
+template <typename T, int BM, int BN, int WM, int WN, int kStages, bool kAligned>
 __global__ void __launch_bounds__(WM* WN * 32) igemm_mma_kernel(const MmaArgs a) {
   constexpr int kThreads = WM * WN * 32;
   constexpr int ES = int(sizeof(T));
@@ -474,42 +473,42 @@ __global__ void __launch_bounds__(256) mma_splitk_reduce_kernel(const MmaArgs a)
 using LaunchFn = void (*)(const MmaArgs&, dim3, cudaStream_t, bool aligned);
 using OccFn = int (*)();
 
-template <typename T, int BM, int BN, int WM, int WN>
+template <int BM, int BN, int ST>
 constexpr int smem_bytes() {
-  return kStages * (BM + BN) * kRowBytes;
+  return ST * (BM + BN) * kRowBytes;
 }
 
-template <typename T, int BM, int BN, int WM, int WN, bool kAligned>
+template <typename T, int BM, int BN, int WM, int WN, int ST, bool kAligned>
 void prepare_kernel() {
   // Above 48 KiB of dynamic shared memory a kernel must opt in, once per kernel (and device).
   static std::atomic<bool> done{false};
   if (!done.load(std::memory_order_acquire)) {
-    CK_CUDA(cudaFuncSetAttribute(igemm_mma_kernel<T, BM, BN, WM, WN, kAligned>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<T, BM, BN, WM, WN>()));
+    CK_CUDA(cudaFuncSetAttribute(igemm_mma_kernel<T, BM, BN, WM, WN, ST, kAligned>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<BM, BN, ST>()));
     done.store(true, std::memory_order_release);
   }
 }
 
-template <typename T, int BM, int BN, int WM, int WN>
+template <typename T, int BM, int BN, int WM, int WN, int ST>
 void launch_tile(const MmaArgs& a, dim3 grid, cudaStream_t stream, bool aligned) {
-  constexpr int smem = smem_bytes<T, BM, BN, WM, WN>();
+  constexpr int smem = smem_bytes<BM, BN, ST>();
   if (aligned) {
-    prepare_kernel<T, BM, BN, WM, WN, true>();
-    igemm_mma_kernel<T, BM, BN, WM, WN, true><<<grid, WM * WN * 32, smem, stream>>>(a);
+    prepare_kernel<T, BM, BN, WM, WN, ST, true>();
+    igemm_mma_kernel<T, BM, BN, WM, WN, ST, true><<<grid, WM * WN * 32, smem, stream>>>(a);
   } else {
-    prepare_kernel<T, BM, BN, WM, WN, false>();
-    igemm_mma_kernel<T, BM, BN, WM, WN, false><<<grid, WM * WN * 32, smem, stream>>>(a);
+    prepare_kernel<T, BM, BN, WM, WN, ST, false>();
+    igemm_mma_kernel<T, BM, BN, WM, WN, ST, false><<<grid, WM * WN * 32, smem, stream>>>(a);
   }
 }
 
-template <typename T, int BM, int BN, int WM, int WN>
+template <typename T, int BM, int BN, int WM, int WN, int ST>
 int blocks_per_sm_of_tile() {
   static std::atomic<int> cached{0};
   int n = cached.load(std::memory_order_relaxed);
   if (n == 0) {
-    prepare_kernel<T, BM, BN, WM, WN, true>();
-    CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, igemm_mma_kernel<T, BM, BN, WM, WN, true>,
-                                                          WM * WN * 32, smem_bytes<T, BM, BN, WM, WN>()));
+    prepare_kernel<T, BM, BN, WM, WN, ST, true>();
+    CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, igemm_mma_kernel<T, BM, BN, WM, WN, ST, true>,
+                                                          WM * WN * 32, smem_bytes<BM, BN, ST>()));
     n = std::max(n, 1);
     cached.store(n, std::memory_order_relaxed);
   }
@@ -517,21 +516,26 @@ int blocks_per_sm_of_tile() {
 }
 
 struct Tile {
-  int bm, bn;
+  int bm, bn, warps;
   double rate;  // relative MMA throughput of a busy SM with this tile (operand reuse: bigger is better)
   LaunchFn launch;
   OccFn blocks_per_sm;
-  std::string name() const { return std::to_string(bm) + "x" + std::to_string(bn); }
+  std::string name() const { return std::to_string(bm) + "x" + std::to_string(bn) + "w" + std::to_string(warps); }
 };
 
+constexpr int kNumTiles = 6;
+
 template <typename T>
-const std::array<Tile, 4>& tiles() {
-  // NOTE: 128x128 uses 8 warps as 2 x 4 (warp tiles 64x32); the others 4 warps (64x32 or 32x32 warp tiles).
-  static const std::array<Tile, 4> t = {{
-      {128, 128, 1.00, launch_tile<T, 128, 128, 2, 4>, blocks_per_sm_of_tile<T, 128, 128, 2, 4>},
-      {128, 64, 0.85, launch_tile<T, 128, 64, 2, 2>, blocks_per_sm_of_tile<T, 128, 64, 2, 2>},
-      {64, 128, 0.85, launch_tile<T, 64, 128, 1, 4>, blocks_per_sm_of_tile<T, 64, 128, 1, 4>},
-      {64, 64, 0.65, launch_tile<T, 64, 64, 2, 2>, blocks_per_sm_of_tile<T, 64, 64, 2, 2>},
+const std::array<Tile, kNumTiles>& tiles() {
+  // Warp tiles: 64x64 (256x128w8, 128x128w4), 64x32 (128x128w8, 128x64w4, 64x128w4), 32x32 (64x64w4).
+  // NOTE: 256x128w8 needs 5 stages for its fp32 output tile to fit in the pipeline's shared memory.
+  static const std::array<Tile, kNumTiles> t = {{
+      {128, 128, 8, 1.00, launch_tile<T, 128, 128, 2, 4, 4>, blocks_per_sm_of_tile<T, 128, 128, 2, 4, 4>},
+      {256, 128, 8, 1.15, launch_tile<T, 256, 128, 4, 2, 5>, blocks_per_sm_of_tile<T, 256, 128, 4, 2, 5>},
+      {128, 128, 4, 1.05, launch_tile<T, 128, 128, 2, 2, 4>, blocks_per_sm_of_tile<T, 128, 128, 2, 2, 4>},
+      {128, 64, 4, 0.85, launch_tile<T, 128, 64, 2, 2, 4>, blocks_per_sm_of_tile<T, 128, 64, 2, 2, 4>},
+      {64, 128, 4, 0.85, launch_tile<T, 64, 128, 1, 4, 4>, blocks_per_sm_of_tile<T, 64, 128, 1, 4, 4>},
+      {64, 64, 4, 0.65, launch_tile<T, 64, 64, 2, 2, 4>, blocks_per_sm_of_tile<T, 64, 64, 2, 2, 4>},
   }};
   return t;
 }
@@ -799,7 +803,7 @@ class CudaIgemmMma final : public CudaAlgorithm {
     if (!cuda_present() || !can_implement(p, cfg)) return {};
     const Plan plan = plan_of(cfg.dtype, shape_of(p, cfg.dtype, false), "");
     const int ce = 16 / int(dtype_size(cfg.dtype));
-    std::string d = "tile " + plan.tile->name() + ", " + std::to_string(kStages) + " stages";
+    std::string d = "tile " + plan.tile->name();
     if (plan.splits > 1)
       d += ", split-K " + std::to_string(plan.splits) + " (partials " +
            std::to_string((plan.ws_bytes + (1 << 20) - 1) >> 20) + " MiB)";

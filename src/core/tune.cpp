@@ -1,0 +1,407 @@
+// Selection: the heuristic, the tune cache and the autotuner (see core/tune.hpp and docs/tuning.md).
+#include "core/tune.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "core/cuda_hooks.hpp"
+#include "core/log.hpp"
+#include "core/timing.hpp"
+
+namespace convkit::detail {
+namespace {
+
+std::string fmt_ms(double ms) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.4g ms", ms);
+  return b;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string cpu_model() {
+  static const std::string model = [] {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("model name", 0) != 0) continue;
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos) break;
+      std::string m = line.substr(colon + 1);
+      m.erase(0, m.find_first_not_of(" \t"));
+      while (!m.empty() && (m.back() == ' ' || m.back() == '\t')) m.pop_back();
+      if (!m.empty()) return m;
+    }
+    return std::string("unknown CPU");
+  }();
+  return model;
+}
+
+// (available and can_implement) of one algorithm, in one Support.
+Support usable(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg) {
+  Support av = a->available();
+  if (!av) return Support::no("unavailable: " + av.reason);
+  return a->can_implement(p, cfg);
+}
+
+std::vector<const Algorithm*> device_algorithms(Device d) {
+  std::vector<const Algorithm*> v;
+  for (const Algorithm* a : algorithms())
+    if (a->device() == d && !a->is_peer()) v.push_back(a);
+  return v;
+}
+
+// "rejected: <reason>" or "unavailable: <reason>".
+std::string reject_text(const Support& s) {
+  return s.reason.rfind("unavailable: ", 0) == 0 ? s.reason : "rejected: " + s.reason;
+}
+
+bool has_variant(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg, const std::string& v) {
+  const auto vs = a->variants(p, cfg);
+  return std::find(vs.begin(), vs.end(), v) != vs.end();
+}
+
+// The verdicts of the dispatch log for every algorithm of the device; `chosen_text` for the chosen one and
+// `other` for each of the rest that could run it (those that cannot get their reason).
+std::vector<DispatchReport::Verdict> verdicts(const Conv2dProblem& p, const ConvConfig& cfg, const Algorithm* chosen,
+                                              const std::string& chosen_text, bool stop_at_chosen) {
+  std::vector<DispatchReport::Verdict> v;
+  bool after = false;
+  for (const Algorithm* a : device_algorithms(cfg.device)) {
+    if (a == chosen) {
+      v.push_back({a->name(), chosen_text});
+      after = true;
+      continue;
+    }
+    const Support s = usable(a, p, cfg);
+    std::string text;
+    if (stop_at_chosen && after)
+      text = s ? "not tried (after the chosen one); it could run this problem"
+               : "not tried (after the chosen one); it would reject: " + s.reason;
+    else if (stop_at_chosen)
+      text = reject_text(s);
+    else
+      text = s ? "not used; it could run this problem" : reject_text(s);
+    v.push_back({a->name(), text});
+  }
+  return v;
+}
+
+void log_cache_choice(const ConvCall& call, const TuneEntry& e, const std::string& file) {
+  if (!dispatch_log_pending(call.problem, call.config)) return;
+  DispatchReport r;
+  r.chosen = e.algorithm;
+  r.variant = e.variant;
+  r.source = "tune cache " + (file.empty() ? std::string("(in memory)") : file) + ": " + fmt_ms(e.ms) +
+             " when tuned on " + e.date;
+  r.algorithms = verdicts(call.problem, call.config, find_algorithm(e.algorithm),
+                          "chosen (tune cache)", false);
+  log_dispatch(call.problem, call.config, r);
+}
+
+void log_autotune(const ConvCall& call, const TuneResult& t, const std::vector<std::string>& notes) {
+  if (!dispatch_log_pending(call.problem, call.config)) return;
+  DispatchReport r;
+  r.chosen = t.algorithm->name();
+  r.variant = t.variant;
+  r.source = "autotune: the fastest of " + std::to_string(t.candidates.size()) + " candidate" +
+             (t.candidates.size() == 1 ? "" : "s") +
+             (call.config.device == Device::cuda ? " (CUDA events, L2 flushed before each run)" : " (a steady clock)");
+  r.notes = notes;
+  for (const TuneCandidate& c : t.candidates) {
+    std::string line = "timed " + c.label() + ": ";
+    if (!c.error.empty()) line += "failed: " + c.error;
+    else if (c.pruned) line += fmt_ms(c.ms) + " (one probe run, over 3x the best: not timed further)";
+    else line += fmt_ms(c.ms) + " (median of " + std::to_string(c.runs) + ")";
+    r.notes.push_back(line);
+  }
+  const Algorithm* chosen = t.algorithm;
+  for (const Algorithm* a : device_algorithms(call.config.device)) {
+    std::string text;
+    if (a == chosen) {
+      text = "chosen (autotune, " + fmt_ms(t.ms) + ")";
+    } else if (std::any_of(t.candidates.begin(), t.candidates.end(),
+                           [&](const TuneCandidate& c) { return c.algorithm == a; })) {
+      text = "timed, slower (see above)";
+    } else {
+      text = "not timed";
+      for (const std::string& s : t.skipped)
+        if (s.rfind(a->name() + ": ", 0) == 0) text = s.substr(a->name().size() + 2);
+    }
+    r.algorithms.push_back({a->name(), text});
+  }
+  log_dispatch(call.problem, call.config, r);
+}
+
+}  // namespace
+
+// ---- keys -------------------------------------------------------------------------------------------
+
+DeviceIdentity device_identity(Device device) {
+  if (device == Device::cuda) return cuda_device_identity();
+  return {cpu_model() + " (" + std::to_string(omp_get_max_threads()) + " threads)", "-"};
+}
+
+#ifndef CONVKIT_WITH_CUDA
+DeviceIdentity cuda_device_identity() { return {"no CUDA in this build", "-"}; }
+#endif
+
+TuneKey make_tune_key(const Conv2dProblem& p, const ConvConfig& cfg) {
+  TuneKey k;
+  k.problem = p.to_string();
+  k.dtype = to_string(cfg.dtype);
+  k.layout = to_string(cfg.layout);
+  k.math = to_string(cfg.math);
+  k.device = to_string(cfg.device);
+  const DeviceIdentity id = device_identity(cfg.device);
+  k.device_name = id.name;
+  k.driver = id.driver;
+  k.version = version();
+  return k;
+}
+
+bool is_reference_algorithm(const std::string& name) {
+  auto ends = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends("_ref") || ends("_naive");
+}
+
+// ---- the autotuner ----------------------------------------------------------------------------------
+
+std::string TuneCandidate::label() const {
+  return algorithm->name() + (variant.empty() ? std::string() : "[" + variant + "]");
+}
+
+const TuneCandidate* TuneResult::runner_up() const {
+  const TuneCandidate* best = nullptr;
+  for (const TuneCandidate& c : candidates) {
+    if (!c.ok() || (c.algorithm == algorithm && c.variant == variant)) continue;
+    if (!best || c.ms < best->ms) best = &c;
+  }
+  return best;
+}
+
+std::vector<TuneCandidate> tune_candidates(const Conv2dProblem& p, const ConvConfig& cfg,
+                                           std::vector<std::string>* skipped) {
+  struct Algo {
+    const Algorithm* a;
+    std::vector<std::string> variants;
+  };
+  std::vector<Algo> fast, refs;
+  for (const Algorithm* a : device_algorithms(cfg.device)) {
+    const Support s = usable(a, p, cfg);
+    if (!s) {
+      if (skipped) skipped->push_back(a->name() + ": " + reject_text(s));
+      continue;
+    }
+    std::vector<std::string> vs = a->variants(p, cfg);
+    if (vs.empty()) vs.push_back(std::string());
+    (is_reference_algorithm(a->name()) ? refs : fast).push_back({a, vs});
+  }
+  if (!fast.empty()) {
+    for (const Algo& r : refs)
+      if (skipped) skipped->push_back(r.a->name() + ": not timed (a reference; faster algorithms can run this)");
+  } else {
+    fast = refs;
+  }
+  // Every algorithm's first variant, then the second ones, and so on, up to the limit.
+  std::vector<TuneCandidate> out;
+  size_t most = 0;
+  for (const Algo& a : fast) most = std::max(most, a.variants.size());
+  std::vector<std::vector<std::string>> dropped(fast.size());
+  for (size_t round = 0; round < most; ++round)
+    for (size_t i = 0; i < fast.size(); ++i) {
+      if (round >= fast[i].variants.size()) continue;
+      if (static_cast<int>(out.size()) >= kMaxTuneCandidates) {
+        dropped[i].push_back(fast[i].variants[round]);
+        continue;
+      }
+      TuneCandidate c;
+      c.algorithm = fast[i].a;
+      c.variant = fast[i].variants[round];
+      out.push_back(c);
+    }
+  // Keep the registry order (and each algorithm's variant order) for timing.
+  std::stable_sort(out.begin(), out.end(), [&](const TuneCandidate& x, const TuneCandidate& y) {
+    auto index = [&](const Algorithm* a) {
+      for (size_t i = 0; i < fast.size(); ++i)
+        if (fast[i].a == a) return i;
+      return fast.size();
+    };
+    return index(x.algorithm) < index(y.algorithm);
+  });
+  for (size_t i = 0; i < fast.size(); ++i)
+    if (!dropped[i].empty() && skipped)
+      skipped->push_back(fast[i].a->name() + ": " + std::to_string(dropped[i].size()) + " of its variants not timed (" +
+                         std::to_string(kMaxTuneCandidates) + " candidates at most)");
+  return out;
+}
+
+TuneResult autotune(const ConvCall& call) {
+  const Conv2dProblem& p = call.problem;
+  const ConvConfig& cfg = call.config;
+  TuneResult result;
+  result.candidates = tune_candidates(p, cfg, &result.skipped);
+  if (result.candidates.empty()) {
+    std::string why;
+    for (const std::string& s : result.skipped) why += "  " + s + "\n";
+    if (why.empty()) why = "  no algorithms for this device in this build.\n";
+    throw Error(StatusCode::unsupported, "autotune: no algorithm can run " + p.to_string() + " " + cfg.to_string() +
+                                             ":\n" + why);
+  }
+  // The scratch output, and the epilogue without a residual that aliases the caller's output.
+  Buffer scratch(cfg.device, call.dst.bytes());
+  ConvCall base = call;
+  base.dst.data = scratch.data();
+  if (base.epilogue.residual != nullptr && base.epilogue.residual == call.dst.data) base.epilogue.residual = nullptr;
+
+  const bool only_one = result.candidates.size() == 1;
+  TimingOptions probe;
+  probe.warmup = only_one ? 0 : 1;
+  probe.min_runs = probe.max_runs = probe.cpu_min_runs = 1;
+  probe.budget_s = 0;
+  TimingOptions full;
+  full.warmup = 0;
+  full.min_runs = full.max_runs = full.cpu_min_runs = 10;
+  full.budget_s = 1e9;  // exactly 10 runs
+
+  double best = NAN;
+  for (TuneCandidate& c : result.candidates) {
+    try {
+      ConvCall cc = base;
+      cc.variant = c.variant;
+      const size_t ws_bytes =
+          c.variant.empty() ? c.algorithm->workspace_bytes(p, cfg) : c.algorithm->variant_workspace_bytes(p, cfg, c.variant);
+      Buffer ws(cfg.device, ws_bytes);
+      cc.workspace = ws.data();
+      cc.workspace_bytes = ws_bytes;
+      c.algorithm->prepare(cc);
+      auto fn = [&] { c.algorithm->run(cc); };
+      const std::vector<double> first = time_runs(cfg.device, cc.stream, fn, probe);
+      c.ms = median(first);
+      c.runs = static_cast<int>(first.size());
+      if (!only_one) {
+        if (std::isfinite(best) && c.ms > 3.0 * best) {
+          c.pruned = true;
+        } else {
+          const std::vector<double> ms = time_runs(cfg.device, cc.stream, fn, full);
+          c.ms = median(ms);
+          c.runs = static_cast<int>(ms.size());
+        }
+      }
+      if (!std::isfinite(c.ms)) c.error = "no time was measured";
+      else if (!std::isfinite(best) || c.ms < best) best = c.ms;
+    } catch (const Error& e) {
+      c.error = e.what();
+      c.ms = NAN;
+    } catch (const std::bad_alloc&) {
+      c.error = "out of host memory";
+      c.ms = NAN;
+    }
+    if (!c.error.empty())
+      for (char& ch : c.error)
+        if (ch == '\n') ch = ' ';
+  }
+  for (const TuneCandidate& c : result.candidates)
+    if (c.ok() && !c.pruned && (!result.algorithm || c.ms < result.ms)) {
+      result.algorithm = c.algorithm;
+      result.variant = c.variant;
+      result.ms = c.ms;
+    }
+  if (!result.algorithm) {
+    std::string why;
+    for (const TuneCandidate& c : result.candidates) why += "  " + c.label() + ": " + c.error + "\n";
+    throw Error(StatusCode::unsupported, "autotune: every candidate failed on " + p.to_string() + " " +
+                                             cfg.to_string() + ":\n" + why);
+  }
+  return result;
+}
+
+// ---- selection --------------------------------------------------------------------------------------
+
+const Algorithm& select_heuristic(const Conv2dProblem& problem, const ConvConfig& cfg,
+                                  const std::vector<std::string>& notes) {
+  std::ostringstream why;
+  for (const Algorithm* a : device_algorithms(cfg.device)) {
+    Support av = a->available();
+    Support ok = av ? a->can_implement(problem, cfg) : av;
+    if (ok) {
+      if (dispatch_log_pending(problem, cfg)) {
+        DispatchReport r;
+        r.chosen = a->name();
+        r.source = "heuristic: the first registered algorithm that can implement it (no tune cache entry; "
+                   "RunOptions::algo = \"autotune\" or `convkit tune` measures instead)";
+        r.notes = notes;
+        r.algorithms = verdicts(problem, cfg, a, "chosen", true);
+        log_dispatch(problem, cfg, r);
+      }
+      return *a;
+    }
+    why << "  " << a->name() << ": " << ok.reason << "\n";
+  }
+  std::string reasons = why.str();
+  if (reasons.empty())
+    reasons = cfg.device == Device::cuda ? "  no CUDA algorithms in this build.\n" : "  no algorithms registered.\n";
+  throw Error(StatusCode::unsupported,
+              "no algorithm can run " + problem.to_string() + " " + cfg.to_string() + ":\n" + reasons);
+}
+
+Selection choose_for_call(const ConvCall& call, bool tune, TuneCache& cache) {
+  const Conv2dProblem& p = call.problem;
+  const ConvConfig& cfg = call.config;
+  const TuneKey key = make_tune_key(p, cfg);
+  std::vector<std::string> notes;
+  if (const auto e = cache.lookup(key)) {
+    const Algorithm* a = find_algorithm(e->algorithm);  // lookup() only returns known algorithms
+    Support s = usable(a, p, cfg);
+    if (s && !e->variant.empty() && !has_variant(a, p, cfg, e->variant))
+      s = Support::no("it no longer offers the variant '" + e->variant + "' for this problem.");
+    if (s) {
+      log_cache_choice(call, *e, cache.path());
+      return {a, e->variant, "tune cache"};
+    }
+    const std::string msg = "its entry for " + key.request() + " names " + e->algorithm +
+                            (e->variant.empty() ? "" : "[" + e->variant + "]") + ", which cannot run it any more (" +
+                            s.reason + "); ignoring it";
+    cache.warn_once("unusable " + key.request(), msg + " (said once)");
+    notes.push_back("tune cache entry ignored: " + msg);
+  }
+  if (!tune) return {&select_heuristic(p, cfg, notes), std::string(), "heuristic"};
+
+  const TuneResult t = autotune(call);
+  TuneEntry e;
+  e.key = key;
+  e.algorithm = t.algorithm->name();
+  e.variant = t.variant;
+  e.ms = t.ms;
+  e.date = utc_now();
+  cache.store(e);
+  log_autotune(call, t, notes);
+  return {t.algorithm, t.variant, "autotune"};
+}
+
+}  // namespace convkit::detail
+
+namespace convkit {
+
+Selection select_auto(const Conv2dProblem& problem, const ConvConfig& config) {
+  ConvCall call;
+  call.problem = problem;
+  call.config = config;
+  return detail::choose_for_call(call, false, *detail::tune_cache());
+}
+
+}  // namespace convkit
