@@ -31,6 +31,7 @@ struct Plan {
   std::vector<const Algorithm*> algos;  // in registry order, without the peer
   bool all = true;                      // --algo all (cpu_ref may be skipped)
   const Algorithm* peer = nullptr;
+  bool tuned = false;  // --tuned
 };
 
 const Algorithm* peer_for(Device d) {
@@ -168,9 +169,15 @@ Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operan
       transform_layout(o.x, x);
       device_synchronize(cfg.device);
     }
-    r.workspace_bytes = a->workspace_bytes(p, cfg);
+    // --tuned: the variant `convkit tune` stored for this problem, when its winner is this algorithm.
+    std::string variant;
+    if (plan.tuned && !a->is_peer()) {
+      const Selection s = select_auto(p, cfg);
+      if (s.algorithm == a && s.source == "tune cache") variant = s.variant;
+    }
+    r.workspace_bytes = a->variant_workspace_bytes(p, cfg, variant);
     Buffer ws(cfg.device, r.workspace_bytes);
-    const ConvCall call{p, cfg, x, w, y, Epilogue{}, ws.data(), ws.bytes(), nullptr, std::string()};
+    const ConvCall call{p, cfg, x, w, y, Epilogue{}, ws.data(), ws.bytes(), nullptr, variant};
     a->prepare(call);
     if (verify) {
       o.dy.fill_bytes(0xFF);  // poison: an element never written shows as NaN
@@ -208,6 +215,7 @@ Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operan
       r.transform_ms = detail::median(tms);
     }
     r.detail = one_line(a->detail(p, cfg));
+    if (!variant.empty()) r.detail = "tuned variant " + variant + " (the heuristic's: " + r.detail + ")";
   } catch (const Error& e) {
     set_failure(r, e);
     r.median_ms = NAN;
@@ -221,6 +229,7 @@ Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operan
 
 Plan make_plan(const BenchOptions& o) {
   Plan plan;
+  plan.tuned = o.tuned;
   for (const auto& spec : o.problems) plan.problems.push_back(parse_problem_arg(spec));
   if (!o.suite.empty() || plan.problems.empty()) {
     plan.suite = o.suite.empty() ? "seeds" : o.suite;
@@ -315,6 +324,9 @@ CLI::App* add_bench(CLI::App& app, BenchOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   sub->add_flag("--no-verify", o.no_verify, "skip the check against the oracle");
+  sub->add_flag("--tuned", o.tuned,
+                "run each algorithm with the variant `convkit tune` stored for the problem (when the cache's "
+                "winner is that algorithm; see docs/tuning.md)");
   sub->add_option("--seed", o.seed, "seed of the Gaussian inputs")->capture_default_str();
   return sub;
 }

@@ -20,6 +20,7 @@ struct BenchOptions {
   std::string csv, json;
   int runs = 50;
   bool no_verify = false;
+  bool tuned = false;  // use the tune cache's variant where it names the algorithm
   uint64_t seed = 1;
 };
 CLI::App* add_bench(CLI::App& app, BenchOptions& o);
