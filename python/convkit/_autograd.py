@@ -7,21 +7,36 @@ conv2d / conv2d_per_sample, with y = act(z), z = conv(x, w) + bias + residual an
   * input (data gradient): for stride 1 and padding <= dilation*(R-1) it IS a convolution, run by convkit:
     gz convolved with the spatially flipped, per-group transposed filters, padding dilation*(R-1) - padding,
     the same dilation and groups. Otherwise (stride > 1, or padding larger than the filter reach) it falls
-    back to torch.ops.aten.convolution_backward (for conv2d_per_sample on the batch folded into groups).
+    back to torch.ops.aten.convolution_backward (for conv2d_per_sample on the batch folded into groups),
+    inside the opaque op convkit::_aten_conv_grads under the op's math mode (strict_conv_math below).
   * weight: a correlation of x with gz, run by convkit as a convolution in every case: the batch becomes the
     reduction (channel) axis, gz the filter, stride and dilation swap roles, and the result is cropped to R x S.
     For conv2d_per_sample the samples are folded into groups, so each sample only meets its own gz.
 If convkit has no kernel for a backward problem (NotImplementedError, e.g. a dtype without a kernel yet), the
 whole backward falls back to aten.convolution_backward; set convkit._autograd.BACKWARD = "aten" to always
 use it (a debugging aid).
+
+Math mode of the aten fallback: convkit's float32 is strict fp32 unless the algo ends in "/tf32", and so is the
+fallback. PyTorch's own default differs: cuDNN convolutions may use TF32 (torch.backends.cudnn.conv.
+fp32_precision is "tf32" by default), which put 1-3% errors into "strict" data gradients on the H200. The
+fallback therefore runs under strict_conv_math(), which sets the per-op precision of the new API
+(torch.backends.cudnn.conv.fp32_precision, torch.backends.mkldnn.conv.fp32_precision) and restores it, and it
+runs inside the custom op convkit::_aten_conv_grads: under torch.compile, AOTAutograd traces that op as one
+opaque call, so the precision is set when the graph RUNS (a context manager around a traced aten op would only
+be active while tracing, and Inductor drops the allow_tf32 argument of aten._convolution).
 """
+import contextlib
 import math
+from typing import List, Tuple
 
 import torch
 
 from ._meta import _memory_format
 
 BACKWARD = "convkit"  # or "aten"
+
+# What the fallback calls (a module attribute so that tests can wrap it and see the precision in force).
+_aten_convolution_backward = torch.ops.aten.convolution_backward
 
 
 def _pair(v):
@@ -37,23 +52,28 @@ def _through_activation(grad, activation, out, recompute_z):
         return grad
     if activation == "relu":
         return grad * (out > 0).to(grad.dtype)
+    if activation not in ("silu", "gelu"):
+        raise ValueError(f"convkit: unknown activation '{activation}'.")
+    # NOTE: the derivative is computed in float32 for 16-bit tensors (as PyTorch's own silu/gelu backward do)
+    # and rounded once: five bf16 roundings in a row would cost ~1e-2 relative.
     z = recompute_z()
+    zf, gf = z.float(), grad.float()
     if activation == "silu":
-        s = torch.sigmoid(z)
-        return grad * (s * (1 + z * (1 - s)))
-    if activation == "gelu":
-        cdf = 0.5 * (1.0 + torch.erf(z * (1.0 / math.sqrt(2.0))))
-        pdf = torch.exp(-0.5 * z * z) * (1.0 / math.sqrt(2.0 * math.pi))
-        return grad * (cdf + z * pdf)
-    raise ValueError(f"convkit: unknown activation '{activation}'.")
+        s = torch.sigmoid(zf)
+        d = s * (1 + zf * (1 - s))
+    else:
+        cdf = 0.5 * (1.0 + torch.erf(zf * (1.0 / math.sqrt(2.0))))
+        pdf = torch.exp(-0.5 * zf * zf) * (1.0 / math.sqrt(2.0 * math.pi))
+        d = cdf + zf * pdf
+    return (gf * d).to(grad.dtype)
 
 
 def _data_grad_is_conv(stride, padding, dilation, r, s):
     return stride == [1, 1] and padding[0] <= dilation[0] * (r - 1) and padding[1] <= dilation[1] * (s - 1)
 
 
-def _weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, algo):
-    """dL/dw as one convkit convolution (see the module docstring)."""
+def _weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, algo, w_format=torch.contiguous_format):
+    """dL/dw as one convkit convolution (see the module docstring), in memory format w_format."""
     n, c, h, w = x.shape
     k = gz.shape[1]
     cg = c // groups
@@ -65,10 +85,11 @@ def _weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, alg
         inp = x.reshape(n, groups, cg, h, w).permute(2, 1, 0, 3, 4).reshape(cg, groups * n, h, w)
         filt = gz.permute(1, 0, 2, 3)
         g = groups
-    out = torch.ops.convkit.conv2d(inp.contiguous(), filt.contiguous(), None, dilation, padding, stride, g, "none",
-                                   None, algo)
+    mf = _memory_format(x)  # NHWC stays NHWC: the layout of the tensor-core kernels (one copy either way)
+    out = torch.ops.convkit.conv2d(inp.contiguous(memory_format=mf), filt.contiguous(memory_format=mf), None,
+                                   dilation, padding, stride, g, "none", None, algo)
     gw = out[:, :, :r, :s].permute(1, 0, 2, 3)
-    return gw.reshape(n, k, cg, r, s) if per_sample else gw.contiguous()
+    return gw.reshape(n, k, cg, r, s) if per_sample else gw.contiguous(memory_format=w_format)
 
 
 def _flipped_transposed(w, groups, per_sample):
@@ -81,23 +102,77 @@ def _flipped_transposed(w, groups, per_sample):
     return w.reshape(groups, kg, cg, r, s).transpose(1, 2).reshape(groups * cg, kg, r, s).flip(-2, -1)
 
 
-def _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w):
-    if per_sample:
-        n, c, h, wd = x.shape
-        k = w.shape[1]
-        gx, gw, _ = torch.ops.aten.convolution_backward(
-            gz.reshape(1, n * k, gz.shape[2], gz.shape[3]), x.reshape(1, n * c, h, wd), w.reshape(n * k, *w.shape[2:]),
-            None, stride, padding, dilation, False, [0, 0], n * groups, [need_x, need_w, False])
-        return (gx.reshape(x.shape) if need_x else None), (gw.reshape(w.shape) if need_w else None)
-    gx, gw, _ = torch.ops.aten.convolution_backward(gz, x, w, None, stride, padding, dilation, False, [0, 0], groups,
-                                                    [need_x, need_w, False])
+@contextlib.contextmanager
+def strict_conv_math(tf32: bool = False):
+    """PyTorch's float32 convolutions in the given math mode while the block runs: strict IEEE fp32 on cuDNN
+    and oneDNN (mkldnn), or TF32 allowed on cuDNN when tf32=True. Uses the per-op precision settings of the
+    current API (torch.backends.<backend>.conv.fp32_precision), touches a setting only when its value differs
+    from the one wanted, and restores what it changed on exit, exceptions included. float16/bfloat16
+    convolutions are unaffected (the settings concern float32 only).
+
+    NOTE: the settings are process-wide; a convolution that another thread runs meanwhile sees them too.
+    NOTE: the getter returns the effective value (a "none" inherits from torch.backends.cudnn.fp32_precision);
+    that effective value is what is restored.
+    """
+    want = {torch.backends.cudnn.conv: "tf32" if tf32 else "ieee", torch.backends.mkldnn.conv: "ieee"}
+    changed = []
+    try:
+        for knob, value in want.items():
+            old = knob.fp32_precision
+            # "none" (nothing set anywhere) means no TF32/bf16: as good as "ieee" for strict math.
+            if old != value and not (value == "ieee" and old == "none"):
+                changed.append((knob, old))
+                knob.fp32_precision = value
+        yield
+    finally:
+        for knob, old in reversed(changed):
+            knob.fp32_precision = old
+
+
+@torch.library.custom_op("convkit::_aten_conv_grads", mutates_args=())
+def _aten_conv_grads(gz: torch.Tensor, x: torch.Tensor, w: torch.Tensor, stride: List[int], padding: List[int],
+                     dilation: List[int], groups: int, per_sample: bool, need_x: bool, need_w: bool,
+                     tf32: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(dL/dx, dL/dw) by aten.convolution_backward under strict_conv_math(tf32); a gradient that is not needed
+    comes back as an empty tensor. dL/dx has x's memory format, dL/dw w's."""
+    with strict_conv_math(tf32):
+        if per_sample:
+            n, c, h, wd = x.shape
+            k = w.shape[1]
+            gx, gw, _ = _aten_convolution_backward(
+                gz.reshape(1, n * k, gz.shape[2], gz.shape[3]), x.reshape(1, n * c, h, wd),
+                w.reshape(n * k, *w.shape[2:]), None, stride, padding, dilation, False, [0, 0], n * groups,
+                [need_x, need_w, False])
+            gx = gx.reshape(x.shape) if need_x else None
+            gw = gw.reshape(w.shape) if need_w else None
+        else:
+            gx, gw, _ = _aten_convolution_backward(gz, x, w, None, stride, padding, dilation, False, [0, 0], groups,
+                                                   [need_x, need_w, False])
+    gx = gx.contiguous(memory_format=_memory_format(x)) if need_x else x.new_empty(0)
+    gw = gw.contiguous(memory_format=_memory_format(w)) if need_w else w.new_empty(0)
     return gx, gw
+
+
+@_aten_conv_grads.register_fake
+def _aten_conv_grads_fake(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32):
+    gx = torch.empty(x.shape, dtype=x.dtype, device=x.device, memory_format=_memory_format(x)) if need_x \
+        else x.new_empty(0)
+    gw = torch.empty(w.shape, dtype=w.dtype, device=w.device, memory_format=_memory_format(w)) if need_w \
+        else w.new_empty(0)
+    return gx, gw
+
+
+def _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32):
+    gx, gw = torch.ops.convkit._aten_conv_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x,
+                                                need_w, tf32)
+    return (gx if need_x else None), (gw if need_w else None)
 
 
 def _conv_grads(gz, x, w, stride, padding, dilation, groups, per_sample, algo, need_x, need_w):
     r, s = w.shape[-2], w.shape[-1]
+    tf32 = _math_suffix(algo) == "/tf32"
     if BACKWARD == "aten":
-        return _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w)
+        return _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32)
     try:
         gx = gw = None
         if need_x:
@@ -109,12 +184,13 @@ def _conv_grads(gz, x, w, stride, padding, dilation, groups, per_sample, algo, n
                 else:
                     gx = torch.ops.convkit.conv2d(gz, wt, None, [1, 1], pad_t, dilation, groups, "none", None, algo)
             else:
-                gx, _ = _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, True, False)
+                gx, _ = _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, True, False, tf32)
         if need_w:
-            gw = _weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, algo)
+            gw = _weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, algo,
+                              torch.contiguous_format if per_sample else _memory_format(w))
         return gx, gw
     except NotImplementedError:
-        return _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w)
+        return _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32)
 
 
 # ---- conv2d ------------------------------------------------------------------------------------------------
@@ -184,8 +260,9 @@ def _silu_setup(ctx, inputs, output):
 
 def _silu_backward(ctx, grad):
     (x,) = ctx.saved_tensors
-    s = torch.sigmoid(x)
-    return grad * (s * (1 + x * (1 - s)))
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x  # one rounding for 16-bit tensors
+    s = torch.sigmoid(xf)
+    return (grad * (s * (1 + xf * (1 - s)))).to(grad.dtype)
 
 
 torch.library.register_autograd("convkit::silu", _silu_backward, setup_context=_silu_setup)

@@ -8,31 +8,47 @@ import torch.nn.functional as F
 from . import ops
 
 
+def _is_channels_last(t: torch.Tensor) -> bool:
+    return t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+
+
 class Conv2d(torch.nn.Conv2d):
     """torch.nn.Conv2d with convkit's kernels.
 
     Same constructor (padding ints, 'same' or 'valid'; padding_mode 'zeros', 'reflect', 'replicate',
     'circular'), same parameters and state_dict keys; it IS an nn.Conv2d, so code that checks isinstance keeps
-    working. Extra keyword: algo ("auto" or a convkit algorithm name, optionally with "/tf32").
+    working. Extra keywords: algo ("auto" or a convkit algorithm name, optionally with "/tf32") and
+    memory_format (torch.channels_last stores the weight as KRSC, the layout the op reads for channels_last
+    inputs, so that no weight copy is made per call; `module.to(memory_format=torch.channels_last)` does the
+    same later).
     """
 
     _activation = "none"
 
-    def __init__(self, *args, algo: str = "auto", **kwargs):
+    def __init__(self, *args, algo: str = "auto", memory_format: Optional[torch.memory_format] = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.algo = algo
+        if memory_format is not None:
+            self.to(memory_format=memory_format)
 
     @classmethod
-    def from_torch(cls, module: torch.nn.Conv2d, algo: str = "auto", **extra):
-        """A convkit Conv2d with the same configuration and (shared-by-copy) parameters as `module`."""
+    def from_torch(cls, module: torch.nn.Conv2d, algo: str = "auto",
+                   memory_format: Optional[torch.memory_format] = None, **extra):
+        """A convkit Conv2d with the same configuration and (shared-by-copy) parameters as `module`.
+
+        The weight keeps `module`'s memory format (a channels_last weight stays channels_last) unless
+        memory_format says otherwise.
+        """
         if not isinstance(module, torch.nn.Conv2d):
             raise TypeError(f"convkit.nn.Conv2d.from_torch: expected a torch.nn.Conv2d, got {type(module).__name__}.")
         w = module.weight
+        if memory_format is None and _is_channels_last(w):
+            memory_format = torch.channels_last
         new = cls(module.in_channels, module.out_channels, module.kernel_size, stride=module.stride,
                   padding=module.padding, dilation=module.dilation, groups=module.groups,
                   bias=module.bias is not None, padding_mode=module.padding_mode, device=w.device, dtype=w.dtype,
-                  algo=algo, **extra)
-        new.load_state_dict(module.state_dict())
+                  algo=algo, memory_format=memory_format, **extra)
+        new.load_state_dict(module.state_dict())  # copy_ into the new parameters keeps their memory format
         new.train(module.training)
         return new
 
@@ -93,17 +109,20 @@ class Conv2dAct(Conv2d):
         return self._activation
 
 
-def convert(model: torch.nn.Module, algo: str = "auto") -> torch.nn.Module:
+def convert(model: torch.nn.Module, algo: str = "auto",
+            memory_format: Optional[torch.memory_format] = None) -> torch.nn.Module:
     """Replaces every torch.nn.Conv2d in `model` (in place, recursively) with convkit.nn.Conv2d; returns model.
 
     The new modules carry the same parameters (copied), so outputs match up to floating-point summation order.
-    A model that is itself a Conv2d is returned converted.
+    Weights keep their memory format; memory_format=torch.channels_last stores every converted weight
+    channels_last (KRSC), what a channels_last model wants (the op then reads the weight in place; a
+    contiguous weight would be copied on every call). A model that is itself a Conv2d is returned converted.
     """
     if type(model) is torch.nn.Conv2d:
-        return Conv2d.from_torch(model, algo=algo)
+        return Conv2d.from_torch(model, algo=algo, memory_format=memory_format)
     for name, child in list(model.named_children()):
         if type(child) is torch.nn.Conv2d:
-            setattr(model, name, Conv2d.from_torch(child, algo=algo))
+            setattr(model, name, Conv2d.from_torch(child, algo=algo, memory_format=memory_format))
         else:
-            convert(child, algo=algo)
+            convert(child, algo=algo, memory_format=memory_format)
     return model

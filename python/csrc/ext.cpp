@@ -127,6 +127,41 @@ convkit::Conv2dProblem make_problem(const char* op, const at::Tensor& x, int64_t
   return p;
 }
 
+// The registry position of the algorithm "auto" would run for `cfg`, or algorithms().size() when none can.
+size_t auto_rank(const convkit::Conv2dProblem& p, const convkit::ConvConfig& cfg) {
+  const auto& algos = convkit::algorithms();
+  try {
+    const convkit::Algorithm* chosen = &convkit::select(p, cfg);
+    return static_cast<size_t>(std::find(algos.begin(), algos.end(), chosen) - algos.begin());
+  } catch (const convkit::Error&) {
+    return algos.size();
+  }
+}
+
+// Whether an NCHW request on CUDA should be computed in NHWC: the tensor-core kernels (f16/bf16, and f32 with
+// "/tf32") read NHWC activations and KRSC weights only, and without this rule an NCHW bf16 tensor would fall
+// through to a slow reference kernel. The rule asks the library rather than naming dtypes: NHWC is used when the
+// algorithm it would run for NHWC comes earlier in the registry (which is ordered fast first) than the one for
+// NCHW, or, for a named algorithm, when that algorithm accepts NHWC but not NCHW. The cost is one layout
+// transform each way (x and the residual in, the output out; the weight too unless it is channels_last).
+bool prefer_nhwc(const convkit::Conv2dProblem& p, convkit::DType dtype, const convkit::RunOptions& opt) {
+  const convkit::ConvConfig nchw{dtype, convkit::Layout::nchw, convkit::Device::cuda, opt.math};
+  const convkit::ConvConfig nhwc{dtype, convkit::Layout::nhwc, convkit::Device::cuda, opt.math};
+  if (opt.algo == "auto") return auto_rank(p, nhwc) < auto_rank(p, nchw);
+  const convkit::Algorithm* a = convkit::find_algorithm(opt.algo);
+  if (a == nullptr || a->device() != convkit::Device::cuda || !a->available()) return false;
+  return !a->can_implement(p, nchw) && a->can_implement(p, nhwc);
+}
+
+// The layout the library computes in, for x in `layout`: `layout` itself, except NCHW on CUDA where
+// prefer_nhwc() says NHWC (the op then transforms on the way in and out).
+convkit::Layout compute_layout(const convkit::Conv2dProblem& p, convkit::DType dtype, convkit::Layout layout,
+                               convkit::Device device, const convkit::RunOptions& opt) {
+  if (layout == convkit::Layout::nchw && device == convkit::Device::cuda && p.n > 0 && prefer_nhwc(p, dtype, opt))
+    return convkit::Layout::nhwc;
+  return layout;
+}
+
 convkit::Activation activation_of(const char* op, c10::string_view a) {
   try {
     return convkit::parse_activation(std::string(a));
@@ -168,12 +203,22 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::opt
                       at::IntArrayRef(out_shape), "; got ", shape_str(*residual_in), ".");
   }
 
-  const convkit::Layout layout = layout_of(x_in);
+  convkit::RunOptions opt = parse_algo(algo);
+  opt.stream = stream;
+  // NCHW on CUDA with no fast NCHW kernel (tensor cores): compute in NHWC, one transform each way (see
+  // prefer_nhwc). The output keeps x's memory format, as the fake implementation (convkit/_meta.py) says.
+  const convkit::Layout x_layout = layout_of(x_in);
+  const convkit::Device device = x_in.is_cuda() ? convkit::Device::cuda : convkit::Device::cpu;
+  const convkit::Layout layout =
+      x_in.numel() > 0 ? compute_layout(p, dtype_of(op, "x", x_in), x_layout, device, opt) : x_layout;
+  const bool via_nhwc = layout != x_layout;
   const at::MemoryFormat mf = format_of(layout);
+  // Tensors already in `mf` (channels_last x and weight for NHWC) are used in place: contiguous() is a no-op.
   const at::Tensor x = x_in.contiguous(mf);
   const at::Tensor w = w_in.contiguous(mf);  // KCRS, or KRSC for channels_last
   at::Tensor out = at::empty(out_shape, x.options().memory_format(mf));
-  if (out.numel() == 0 || x.numel() == 0) return out.zero_();
+  const auto result = [&](at::Tensor& t) { return via_nhwc ? t.contiguous() : t; };
+  if (out.numel() == 0 || x.numel() == 0) return result(out.zero_());
   at::Tensor bias, residual;
   convkit::Epilogue epi;
   epi.activation = act;
@@ -186,8 +231,6 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::opt
     epi.residual = residual.data_ptr();
   }
   try {
-    convkit::RunOptions opt = parse_algo(algo);
-    opt.stream = stream;
     const convkit::TensorView src = to_view(op, "x", x, layout), wei = to_view(op, "weight", w, layout),
                               dst = to_view(op, "out", out, layout);
     const convkit::ConvConfig cfg{src.dtype, layout, src.device, opt.math};
@@ -216,7 +259,7 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::opt
   } catch (const convkit::Error& e) {
     rethrow(op, e);
   }
-  return out;
+  return result(out);
 }
 
 at::Tensor conv2d_per_sample(const at::Tensor& x_in, const at::Tensor& w_in, const c10::optional<at::Tensor>& bias_in,
@@ -429,9 +472,54 @@ TORCH_LIBRARY_IMPL(convkit, CPU, m) {
   m.impl("csr_matvec", &convkit_ext::csr_matvec_cpu);
 }
 
-// `import convkit._C` loads this library (and so runs the registrations above); the module itself is empty.
+namespace convkit_ext {
+namespace {
+
+// convkit._C.plan(problem, dtype, layout, device, algo) -> (algorithm, layout): what torch.ops.convkit.conv2d
+// runs for x of that layout ("nchw"/"nhwc"), by the op's own rules (compute_layout, then the library's
+// selection for "auto", or the named algorithm). "" as the algorithm when the library decides at run time
+// ("autotune"). Raises ValueError for a malformed request and NotImplementedError when nothing can run it.
+PyObject* py_plan(PyObject*, PyObject* args) {
+  const char *problem, *dtype, *layout, *device, *algo;
+  if (!PyArg_ParseTuple(args, "sssss", &problem, &dtype, &layout, &device, &algo)) return nullptr;
+  try {
+    const convkit::Conv2dProblem p = convkit::Conv2dProblem::parse(problem);
+    if (convkit::Status v = p.validate(); !v.ok()) throw convkit::Error(v);
+    const convkit::RunOptions opt = parse_algo(algo);
+    const convkit::DType dt = convkit::parse_dtype(dtype);
+    const convkit::Device dev = convkit::parse_device(device);
+    const convkit::Layout l = compute_layout(p, dt, convkit::parse_layout(layout), dev, opt);
+    std::string name;
+    if (opt.algo == "auto") {
+      name = convkit::select(p, convkit::ConvConfig{dt, l, dev, opt.math}).name();
+    } else if (const convkit::Algorithm* a = convkit::find_algorithm(opt.algo)) {
+      name = a->name();
+    } else if (opt.algo != "autotune") {
+      throw convkit::Error(convkit::StatusCode::invalid_problem, "unknown algorithm '" + opt.algo + "'.");
+    }
+    return Py_BuildValue("(ss)", name.c_str(), convkit::to_string(l));
+  } catch (const convkit::Error& e) {
+    const bool unsupported =
+        e.code() == convkit::StatusCode::unsupported || e.code() == convkit::StatusCode::not_available;
+    PyErr_SetString(unsupported ? PyExc_NotImplementedError : PyExc_ValueError,
+                    (std::string("convkit.plan: ") + e.what()).c_str());
+    return nullptr;
+  } catch (const std::exception& e) {  // nothing may unwind through the C API
+    PyErr_SetString(PyExc_RuntimeError, (std::string("convkit.plan: ") + e.what()).c_str());
+    return nullptr;
+  }
+}
+
+PyMethodDef methods[] = {
+    {"plan", py_plan, METH_VARARGS, "plan(problem, dtype, layout, device, algo) -> (algorithm, layout)"},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+}  // namespace convkit_ext
+
+// `import convkit._C` loads this library (and so runs the registrations above).
 extern "C" PyObject* PyInit__C(void) {
   static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "_C", "convkit's torch.ops.convkit operators", -1,
-                                   nullptr, nullptr, nullptr, nullptr, nullptr};
+                                   convkit_ext::methods, nullptr, nullptr, nullptr, nullptr};
   return PyModule_Create(&def);
 }

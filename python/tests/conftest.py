@@ -20,6 +20,29 @@ EDGE_SET = {
 }
 
 
+@pytest.fixture
+def torch_strict_fp32():
+    """PyTorch's own float32 convolutions and matmuls in strict IEEE fp32 while the test runs.
+
+    A float32 torch computation on CUDA is NOT a strict reference by default: cuDNN convolutions may use TF32
+    (torch.backends.cudnn.conv.fp32_precision defaults to "tf32"), about 1e-3 relative error. Tests that
+    compare against torch in float32 on CUDA use this fixture; the others compare against float64 on the CPU.
+    """
+    knobs = (torch.backends.cudnn.conv, torch.backends.cuda.matmul)
+    saved = [k.fp32_precision for k in knobs]
+    for k in knobs:
+        k.fp32_precision = "ieee"
+    yield
+    for k, v in zip(knobs, saved):
+        k.fp32_precision = v
+
+
+def rel_err(got, want):
+    """||got - want|| / ||want|| in float64 on the CPU (DESIGN.md's norm-wise error)."""
+    got, want = got.detach().double().cpu(), want.detach().double().cpu()
+    return ((got - want).norm() / want.norm().clamp_min(1e-300)).item()
+
+
 def cuda_only(device):
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("no CUDA device")

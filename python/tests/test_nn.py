@@ -72,7 +72,8 @@ class SeedNet(nn.Module):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_seed_cnn_trains_like_torch(device):
+def test_seed_cnn_trains_like_torch(device, torch_strict_fp32):
+    # torch_strict_fp32: on CUDA the torch model would otherwise run its convolutions in TF32
     cuda_only(device)
     torch.manual_seed(0)
     ref = SeedNet().to(device)

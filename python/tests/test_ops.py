@@ -150,3 +150,50 @@ def test_opcheck_example_ops(with_grad, device):
     row_ptr = torch.tensor([0, 2, 2, 5], device=device)
     col_idx = torch.tensor([0, 3, 1, 2, 3], device=device)
     _opcheck(torch.ops.convkit.csr_matvec.default, (values, row_ptr, col_idx, dense))
+
+
+def test_plan_says_what_conv2d_runs():
+    x = torch.randn(2, 8, 10, 10)
+    w = torch.randn(16, 8, 3, 3)
+    algo, layout = convkit.plan(x, w, padding=1)
+    assert layout == "nchw" and algo.startswith("cpu_")
+    assert convkit.plan(x.contiguous(memory_format=torch.channels_last), w, stride=2)[1] == "nhwc"
+    assert convkit.plan(x, w, algo="cpu_ref") == ("cpu_ref", "nchw")
+    assert convkit.plan(x, w, algo="autotune") == ("", "nchw")
+    with pytest.raises(ValueError, match="unknown algorithm 'nope'"):
+        convkit.plan(x, w, algo="nope")
+    with pytest.raises(ValueError, match="padding must be non-negative"):
+        convkit.plan(x, w, padding=-1)
+    with pytest.raises(TypeError, match="float64"):
+        convkit.plan(x.double(), w.double())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_plan_cuda_lowp_avoids_slow_nchw_kernels(dtype):
+    # An NCHW 16-bit request computes in NHWC whenever the NHWC choice ranks before the NCHW one (tensor-core
+    # kernels read NHWC only); either way the choice for NHWC is what runs for channels_last.
+    x = torch.randn(2, 64, 14, 14, device="cuda", dtype=dtype)
+    w = torch.randn(64, 64, 3, 3, device="cuda", dtype=dtype)
+    nhwc_algo, nhwc_layout = convkit.plan(x.contiguous(memory_format=torch.channels_last), w, padding=1)
+    nchw_algo, nchw_layout = convkit.plan(x, w, padding=1)
+    assert nhwc_layout == "nhwc"
+    if nchw_layout == "nhwc":
+        assert nchw_algo == nhwc_algo
+    slow = ("_ref", "_naive")  # the references: never the choice for NCHW when NHWC has something faster
+    assert not nchw_algo.endswith(slow) or nhwc_algo.endswith(slow), (nchw_algo, nhwc_algo)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("memory_format", MEMORY_FORMATS, ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_opcheck_aten_fallback_op(per_sample, memory_format, device):
+    # the backward's aten fallback (strict math, see test_math_mode.py) is an op of its own: fake vs real
+    x, w, _, _ = make_case((2, 4, 7, 7, 6, 3, 3, 2, 1, 1, 2), device, memory_format=memory_format)
+    w = w.contiguous(memory_format=memory_format)
+    if per_sample:
+        w = torch.stack([w, 2 * w])
+    gz = torch.randn(2, 6, 4, 4, device=device).contiguous(memory_format=memory_format)
+    for need_x, need_w in ((True, True), (True, False), (False, True)):
+        _opcheck(torch.ops.convkit._aten_conv_grads.default,
+                 (gz, x, w, [2, 2], [1, 1], [1, 1], 2, per_sample, need_x, need_w, False))
