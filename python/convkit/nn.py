@@ -17,7 +17,8 @@ class Conv2d(torch.nn.Conv2d):
 
     Same constructor (padding ints, 'same' or 'valid'; padding_mode 'zeros', 'reflect', 'replicate',
     'circular'), same parameters and state_dict keys; it IS an nn.Conv2d, so code that checks isinstance keeps
-    working. Extra keywords: algo ("auto" or a convkit algorithm name, optionally with "/tf32") and
+    working. Extra keywords: algo ("auto", "autotune" or a convkit algorithm name, optionally with "/tf32";
+    see convkit.conv2d) and
     memory_format (torch.channels_last stores the weight as KRSC, the layout the op reads for channels_last
     inputs, so that no weight copy is made per call; `module.to(memory_format=torch.channels_last)` does the
     same later).

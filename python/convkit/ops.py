@@ -29,8 +29,11 @@ def conv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Int
     output's memory format. On CUDA an NCHW x is computed in NHWC when the library has a faster kernel there
     (the tensor-core kernels read NHWC only): one transform in, one out; convkit.plan() tells.
     weight: [K, C/groups, R, S]; for a channels_last x keep it channels_last too (KRSC), else it is copied on
-    every call. activation: none, relu, silu or gelu (exact erf). algo: "auto" or a convkit algorithm name
-    (`convkit list`), optionally with "/tf32" for TF32 math; float32 is strict fp32 otherwise, backward included.
+    every call. activation: none, relu, silu or gelu (exact erf). algo: "auto" (the tune cache's entry for this
+    problem if there is one, else the heuristic's choice), "autotune" (as "auto", but a problem without an
+    entry is timed on its first call and the winner stored in the cache: docs/tuning.md), or a convkit
+    algorithm name (`convkit list`), optionally with one of its variants as "name[variant]"; any of them with
+    "/tf32" for TF32 math; float32 is strict fp32 otherwise, backward included.
     """
     return torch.ops.convkit.conv2d(x, weight, bias, _pair(stride, "stride"), _pair(padding, "padding"),
                                     _pair(dilation, "dilation"), groups, activation, residual, algo)
@@ -39,12 +42,55 @@ def conv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Int
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 
 
+class Plan(tuple):
+    """What conv2d would run: a tuple (algorithm, layout), as before, with two more attributes.
+
+    algorithm: the convkit algorithm name; "" for "autotune" when the tune cache has no entry yet (the first
+    run times the candidates and decides). layout: "nchw" or "nhwc", the layout it computes in ("nhwc" for an
+    NCHW x on CUDA means the op transforms x in and the output back). variant: the algorithm's variant (a tile
+    shape, a split count; see `convkit list`), "" for the algorithm's own choice. source: where the choice
+    comes from: "tune cache" (an entry written by algo="autotune" or `convkit tune`), "heuristic" (the first
+    registered algorithm that can run it), "autotune" (no entry yet: decided on the first run) or "named"
+    (the algo argument names it).
+    """
+
+    def __new__(cls, algorithm: str, layout: str, variant: str = "", source: str = ""):
+        self = super().__new__(cls, (algorithm, layout))
+        self.variant = variant
+        self.source = source
+        return self
+
+    def __getnewargs__(self):
+        return (self[0], self[1], self.variant, self.source)
+
+    @property
+    def algorithm(self) -> str:
+        return self[0]
+
+    @property
+    def layout(self) -> str:
+        return self[1]
+
+    @property
+    def algo(self) -> str:
+        """The algo string that runs exactly this choice: "name" or "name[variant]" ("" if not decided yet)."""
+        if not self[0]:
+            return ""
+        return f"{self[0]}[{self.variant}]" if self.variant else self[0]
+
+    def __repr__(self):
+        return (f"Plan(algorithm={self[0]!r}, layout={self[1]!r}, variant={self.variant!r}, "
+                f"source={self.source!r})")
+
+
 def plan(x: Tensor, weight: Tensor, stride: IntPair = 1, padding: IntPair = 0, dilation: IntPair = 1,
-         groups: int = 1, algo: str = "auto") -> Tuple[str, str]:
-    """(algorithm, layout) that conv2d(x, weight, ...) would run: the convkit algorithm name and the layout it
-    computes in ("nhwc" for an NCHW x on CUDA means the op transforms x in and the output back, see
-    docs/pytorch.md). Nothing is computed. The algorithm is "" for "autotune" (decided when it runs).
-    Raises NotImplementedError (with every algorithm's reason) when nothing can run the request.
+         groups: int = 1, algo: str = "auto") -> Plan:
+    """What conv2d(x, weight, ...) would run, by the op's own rules, without running anything: a Plan, the
+    tuple (algorithm, layout) with .variant and .source (see Plan). For "auto" it is the library's choice
+    (convkit::select_auto): the tune cache's entry for this problem, dtype, layout and device if one applies,
+    else the heuristic's. Raises NotImplementedError (with every algorithm's reason) when nothing can run the
+    request. Like any selection it reads the tune cache ($CONVKIT_TUNE_CACHE, docs/tuning.md) and, under
+    CONVKIT_LOG=dispatch, may be the call that prints the key's one dispatch line.
     """
     from . import _C
     from ._meta import _memory_format
@@ -58,7 +104,7 @@ def plan(x: Tensor, weight: Tensor, stride: IntPair = 1, padding: IntPair = 0, d
     k, _, r, s = weight.shape
     problem = f"n{n}c{c}h{h}w{w}k{k}r{r}s{s}ph{ph}pw{pw}uh{sh}uw{sw}dh{dh}dw{dw}g{groups}"
     layout = "nhwc" if _memory_format(x) == torch.channels_last else "nchw"
-    return tuple(_C.plan(problem, _DTYPES[x.dtype], layout, x.device.type, algo))
+    return Plan(*_C.plan(problem, _DTYPES[x.dtype], layout, x.device.type, algo))
 
 
 def conv2d_per_sample(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntPair = 1,

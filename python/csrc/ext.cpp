@@ -9,7 +9,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "convkit/convkit.hpp"
 #include "convkit/per_sample.hpp"
@@ -93,7 +97,8 @@ std::array<int64_t, 2> pair_arg(const char* op, const char* name, at::IntArrayRe
   return {v[0], v.size() == 2 ? v[1] : v[0]};
 }
 
-// Parses "auto", "<algorithm>", optionally suffixed "/tf32" (fp32 inputs only: explicit TF32 math).
+// Parses "auto", "autotune", "<algorithm>" or "<algorithm>[<variant>]" (one of its variants(), the form the
+// library's tuner and convkit.plan print), optionally suffixed "/tf32" (fp32 inputs only: explicit TF32 math).
 convkit::RunOptions parse_algo(c10::string_view algo_sv) {
   convkit::RunOptions o;
   std::string algo(algo_sv);
@@ -102,8 +107,25 @@ convkit::RunOptions parse_algo(c10::string_view algo_sv) {
     o.math = convkit::MathMode::tf32;
     algo.resize(algo.size() - suffix.size());
   }
+  if (!algo.empty() && algo.back() == ']') {
+    const size_t open = algo.find('[');
+    if (open != std::string::npos) {
+      o.variant = algo.substr(open + 1, algo.size() - open - 2);
+      algo.resize(open);
+    }
+  }
   o.algo = algo.empty() ? "auto" : algo;
   return o;
+}
+
+bool library_selects(const convkit::RunOptions& o) { return o.algo == "auto" || o.algo == "autotune"; }
+
+// "auto" and "autotune" pick the variant themselves; the library's own message for "auto[v]".
+void check_no_variant(const convkit::RunOptions& o) {
+  if (library_selects(o) && !o.variant.empty())
+    throw convkit::Error(convkit::StatusCode::invalid_problem, "variant '" + o.variant +
+                                                                   "' needs a named algorithm; \"" + o.algo +
+                                                                   "\" picks its own.");
 }
 
 convkit::Conv2dProblem make_problem(const char* op, const at::Tensor& x, int64_t k, int64_t cg, int64_t r,
@@ -127,27 +149,31 @@ convkit::Conv2dProblem make_problem(const char* op, const at::Tensor& x, int64_t
   return p;
 }
 
-// The registry position of the algorithm "auto" would run for `cfg`, or algorithms().size() when none can.
-size_t auto_rank(const convkit::Conv2dProblem& p, const convkit::ConvConfig& cfg) {
+// The registry position of the heuristic's choice for `cfg` (the first available algorithm of the device that
+// can implement the problem: convkit::select()'s rule), or algorithms().size() when none can. Computed here
+// rather than with select() because select() prints the CONVKIT_LOG=dispatch line of that (problem, config),
+// which is printed once per process: a layout probe must not take the place of the real choice's line.
+size_t heuristic_rank(const convkit::Conv2dProblem& p, const convkit::ConvConfig& cfg) {
   const auto& algos = convkit::algorithms();
-  try {
-    const convkit::Algorithm* chosen = &convkit::select(p, cfg);
-    return static_cast<size_t>(std::find(algos.begin(), algos.end(), chosen) - algos.begin());
-  } catch (const convkit::Error&) {
-    return algos.size();
+  for (size_t i = 0; i < algos.size(); ++i) {
+    const convkit::Algorithm* a = algos[i];
+    if (a->device() == cfg.device && !a->is_peer() && a->available() && a->can_implement(p, cfg)) return i;
   }
+  return algos.size();
 }
 
 // Whether an NCHW request on CUDA should be computed in NHWC: the tensor-core kernels (f16/bf16, and f32 with
 // "/tf32") read NHWC activations and KRSC weights only, and without this rule an NCHW bf16 tensor would fall
-// through to a slow reference kernel. The rule asks the library rather than naming dtypes: NHWC is used when the
-// algorithm it would run for NHWC comes earlier in the registry (which is ordered fast first) than the one for
-// NCHW, or, for a named algorithm, when that algorithm accepts NHWC but not NCHW. The cost is one layout
-// transform each way (x and the residual in, the output out; the weight too unless it is channels_last).
+// through to a slow reference kernel. The rule asks the library rather than naming dtypes: for "auto" and
+// "autotune", NHWC is used when the heuristic's choice for NHWC comes earlier in the registry (which is ordered
+// fast first) than the one for NCHW; for a named algorithm, when that algorithm accepts NHWC but not NCHW. The
+// heuristic ranks (not the tune cache) decide, so the layout, and with it the tune cache key that "auto" looks
+// up and "autotune" fills, does not change with the cache's contents. The cost is one layout transform each
+// way (x and the residual in, the output out; the weight too unless it is channels_last).
 bool prefer_nhwc(const convkit::Conv2dProblem& p, convkit::DType dtype, const convkit::RunOptions& opt) {
   const convkit::ConvConfig nchw{dtype, convkit::Layout::nchw, convkit::Device::cuda, opt.math};
   const convkit::ConvConfig nhwc{dtype, convkit::Layout::nhwc, convkit::Device::cuda, opt.math};
-  if (opt.algo == "auto") return auto_rank(p, nhwc) < auto_rank(p, nchw);
+  if (library_selects(opt)) return heuristic_rank(p, nhwc) < heuristic_rank(p, nchw);
   const convkit::Algorithm* a = convkit::find_algorithm(opt.algo);
   if (a == nullptr || a->device() != convkit::Device::cuda || !a->available()) return false;
   return !a->can_implement(p, nchw) && a->can_implement(p, nhwc);
@@ -160,6 +186,56 @@ convkit::Layout compute_layout(const convkit::Conv2dProblem& p, convkit::DType d
   if (layout == convkit::Layout::nchw && device == convkit::Device::cuda && p.n > 0 && prefer_nhwc(p, dtype, opt))
     return convkit::Layout::nhwc;
   return layout;
+}
+
+// Whether this is the first time in the process that the op runs (problem, config) with "autotune".
+bool first_autotune_sight(const convkit::Conv2dProblem& p, const convkit::ConvConfig& cfg) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  return seen.insert(p.to_string() + " " + cfg.to_string()).second;
+}
+
+// Turns "auto" and "autotune" into what the library's conv2d would run (docs/tuning.md), so that the op can run
+// it by name with a workspace of its own: opt.algo and opt.variant become the tune cache's entry for this
+// (problem, config, device) if one applies, else (for "auto") the heuristic's choice. "autotune" is left to the
+// library when it has to tune (a cache miss): convkit::conv2d(algo = "autotune") times the candidates, stores
+// the winner and runs it, with a workspace it allocates itself (once: later calls find the entry). It is also
+// left to the library the first time the op sees a key with "autotune", even when the cache already has it: a
+// lookup through select_auto() would print the CONVKIT_LOG=dispatch line of the key as "from heuristic" on a
+// miss, and that line is printed once per process; the library's own call prints the true one.
+void resolve_selection(const convkit::Conv2dProblem& p, const convkit::ConvConfig& cfg, convkit::RunOptions& opt) {
+  check_no_variant(opt);
+  if (!library_selects(opt)) return;
+  const bool tune = opt.algo == "autotune";
+  if (tune && first_autotune_sight(p, cfg)) return;
+  const convkit::Selection sel = convkit::select_auto(p, cfg);
+  if (tune && sel.source != "tune cache") return;
+  opt.algo = sel.algorithm->name();
+  opt.variant = sel.variant;
+}
+
+// The workspace of the named algorithm (and variant) in `opt`, from PyTorch's caching allocator on x's device,
+// recorded in opt. None when it needs none, when the library selects at run time ("autotune" on a miss), or
+// when the library will refuse the request anyway (its error then says why).
+at::Tensor workspace_for(const convkit::Conv2dProblem& p, const convkit::ConvConfig& cfg, const at::Tensor& x,
+                         convkit::RunOptions& opt) {
+  if (library_selects(opt)) return {};
+  const convkit::Algorithm* a = convkit::find_algorithm(opt.algo);
+  if (a == nullptr || a->device() != cfg.device || !a->available() || !a->can_implement(p, cfg)) return {};
+  size_t bytes = 0;
+  if (opt.variant.empty()) {
+    bytes = a->workspace_bytes(p, cfg);
+  } else {
+    const std::vector<std::string> vs = a->variants(p, cfg);
+    if (std::find(vs.begin(), vs.end(), opt.variant) == vs.end()) return {};
+    bytes = a->variant_workspace_bytes(p, cfg, opt.variant);
+  }
+  if (bytes == 0) return {};
+  at::Tensor ws = at::empty({static_cast<int64_t>(bytes)}, x.options().dtype(at::kByte));
+  opt.workspace = ws.data_ptr();
+  opt.workspace_bytes = bytes;
+  return ws;
 }
 
 convkit::Activation activation_of(const char* op, c10::string_view a) {
@@ -234,27 +310,10 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::opt
     const convkit::TensorView src = to_view(op, "x", x, layout), wei = to_view(op, "weight", w, layout),
                               dst = to_view(op, "out", out, layout);
     const convkit::ConvConfig cfg{src.dtype, layout, src.device, opt.math};
-    // Pick the algorithm here so its workspace comes from PyTorch's caching allocator.
-    const convkit::Algorithm* a = nullptr;
-    if (opt.algo == "auto") {
-      if (convkit::Status s = convkit::validate_tensors(p, cfg, src, wei, dst, epi); !s.ok())
-        throw convkit::Error(s);
-      a = &convkit::select(p, cfg);
-    } else {
-      a = convkit::find_algorithm(opt.algo);
-    }
-    at::Tensor ws;
-    if (a != nullptr) {
-      opt.algo = a->name();
-      if (a->device() == src.device && a->available() && a->can_implement(p, cfg)) {
-        const size_t bytes = a->workspace_bytes(p, cfg);
-        if (bytes > 0) {
-          ws = at::empty({static_cast<int64_t>(bytes)}, x.options().dtype(at::kByte));
-          opt.workspace = ws.data_ptr();
-          opt.workspace_bytes = bytes;
-        }
-      }
-    }
+    if (convkit::Status s = convkit::validate_tensors(p, cfg, src, wei, dst, epi); !s.ok()) throw convkit::Error(s);
+    // The library's choice, resolved here so that its workspace comes from PyTorch's caching allocator.
+    resolve_selection(p, cfg, opt);
+    const at::Tensor ws = workspace_for(p, cfg, x, opt);
     convkit::conv2d(p, src, wei, dst, epi, opt);
   } catch (const convkit::Error& e) {
     rethrow(op, e);
@@ -475,10 +534,12 @@ TORCH_LIBRARY_IMPL(convkit, CPU, m) {
 namespace convkit_ext {
 namespace {
 
-// convkit._C.plan(problem, dtype, layout, device, algo) -> (algorithm, layout): what torch.ops.convkit.conv2d
-// runs for x of that layout ("nchw"/"nhwc"), by the op's own rules (compute_layout, then the library's
-// selection for "auto", or the named algorithm). "" as the algorithm when the library decides at run time
-// ("autotune"). Raises ValueError for a malformed request and NotImplementedError when nothing can run it.
+// convkit._C.plan(problem, dtype, layout, device, algo) -> (algorithm, layout, variant, source): what
+// torch.ops.convkit.conv2d runs for x of that layout ("nchw"/"nhwc"), by the op's own rules (compute_layout, then
+// resolve_selection's). source: "tune cache" or "heuristic" for "auto" (convkit::select_auto), "tune cache" or
+// "autotune" for "autotune" (then the algorithm and variant are "": the first run tunes), "named" for a named
+// algorithm. variant "" = the algorithm's own choice. Raises ValueError for a malformed request and
+// NotImplementedError when nothing can run it.
 PyObject* py_plan(PyObject*, PyObject* args) {
   const char *problem, *dtype, *layout, *device, *algo;
   if (!PyArg_ParseTuple(args, "sssss", &problem, &dtype, &layout, &device, &algo)) return nullptr;
@@ -486,18 +547,34 @@ PyObject* py_plan(PyObject*, PyObject* args) {
     const convkit::Conv2dProblem p = convkit::Conv2dProblem::parse(problem);
     if (convkit::Status v = p.validate(); !v.ok()) throw convkit::Error(v);
     const convkit::RunOptions opt = parse_algo(algo);
+    check_no_variant(opt);
     const convkit::DType dt = convkit::parse_dtype(dtype);
     const convkit::Device dev = convkit::parse_device(device);
     const convkit::Layout l = compute_layout(p, dt, convkit::parse_layout(layout), dev, opt);
-    std::string name;
-    if (opt.algo == "auto") {
-      name = convkit::select(p, convkit::ConvConfig{dt, l, dev, opt.math}).name();
+    std::string name, variant, source;
+    if (library_selects(opt)) {
+      const convkit::Selection sel = convkit::select_auto(p, convkit::ConvConfig{dt, l, dev, opt.math});
+      if (opt.algo == "autotune" && sel.source != "tune cache") {
+        source = "autotune";
+      } else {
+        name = sel.algorithm->name();
+        variant = sel.variant;
+        source = sel.source;
+      }
     } else if (const convkit::Algorithm* a = convkit::find_algorithm(opt.algo)) {
       name = a->name();
-    } else if (opt.algo != "autotune") {
+      variant = opt.variant;
+      source = "named";
+      if (!variant.empty()) {  // the op's (the library's) refusal of a variant the algorithm does not offer
+        const std::vector<std::string> vs = a->variants(p, convkit::ConvConfig{dt, l, dev, opt.math});
+        if (std::find(vs.begin(), vs.end(), variant) == vs.end())
+          throw convkit::Error(convkit::StatusCode::invalid_problem,
+                               name + " has no variant '" + variant + "' for " + p.to_string() + ".");
+      }
+    } else {
       throw convkit::Error(convkit::StatusCode::invalid_problem, "unknown algorithm '" + opt.algo + "'.");
     }
-    return Py_BuildValue("(ss)", name.c_str(), convkit::to_string(l));
+    return Py_BuildValue("(ssss)", name.c_str(), convkit::to_string(l), variant.c_str(), source.c_str());
   } catch (const convkit::Error& e) {
     const bool unsupported =
         e.code() == convkit::StatusCode::unsupported || e.code() == convkit::StatusCode::not_available;
@@ -511,7 +588,7 @@ PyObject* py_plan(PyObject*, PyObject* args) {
 }
 
 PyMethodDef methods[] = {
-    {"plan", py_plan, METH_VARARGS, "plan(problem, dtype, layout, device, algo) -> (algorithm, layout)"},
+    {"plan", py_plan, METH_VARARGS, "plan(problem, dtype, layout, device, algo) -> (algorithm, layout, variant, source)"},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

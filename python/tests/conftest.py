@@ -3,6 +3,18 @@ import torch
 
 import convkit  # noqa: F401  (registers torch.ops.convkit)
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_tune_cache():
+    """No test reads or writes the user's tune cache (~/.cache/convkit/tune-v1.txt): "auto" would otherwise run
+    whatever `convkit tune` stored there. CONVKIT_TUNE_CACHE=off keeps entries in memory only; test_tune.py
+    points it at a file of its own per test. (The library reads the variable on every selection, so changing
+    it inside the process takes effect at once.)
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CONVKIT_TUNE_CACHE", "off")
+        yield
+
+
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 MEMORY_FORMATS = [torch.contiguous_format, torch.channels_last]
 
