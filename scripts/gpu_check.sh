@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The one GPU check: build, doctor, GPU tests, compute-sanitizer, benchmarks, PyTorch anchors, chart.
 #
-#   scripts/gpu_check.sh OUTDIR [--skip-build] [--only tests|sanitize|bench|python] [--suites "seeds resnet50"]
+#   scripts/gpu_check.sh OUTDIR [--skip-build] [--only tests,sanitize,bench,python] [--suites "resnet50:bf16 seeds"]
 #
 # Meant for the H200 machine (one device call of at most 10 minutes): every step has its own timeout and
 # the whole run keeps to a budget (GPU_CHECK_BUDGET seconds, default 560), skipping what no longer fits.
 # Writes at most 8 files into OUTDIR:
-#   summary.md  sanitizer.log  build_tests.log  bench.txt  bench_<suite>.json (one per suite)  chart.png
-#   python.log (the PyTorch extension: install, pytest on the GPU, scripts/bench_torch.py)
+#   summary.md  sanitizer.log  build_tests.log  bench.txt  bench_json.tgz (bench_<suite>[_<dtype>].json)
+#   chart.png  python.log (the PyTorch extension: install, pytest on the GPU, scripts/bench_torch.py)
+# A suite is NAME (fp32, NCHW, every algorithm) or NAME:DTYPE with DTYPE f16, bf16 or tf32 (NHWC, the
+# tensor-core algorithms and cuDNN): `convkit tune` runs first and the bench uses its variants (--tuned).
 # and prints the short summary at the end. Exits non-zero if the build, a test, a sanitizer run or a
 # benchmark failed; later steps still run and everything is still written.
 #
-# Environment knobs: GPU_CHECK_BUDGET (s), GPU_CHECK_SKIP_PYTHON (non-empty: no PyTorch step), TEST_FILTER (gtest filter for the GPU test run, default all),
+# Environment knobs: GPU_CHECK_BUDGET (s), GPU_CHECK_SKIP_PYTHON (non-empty: no PyTorch step),
+# GPU_CHECK_SKIP_ANCHOR (non-empty: no PyTorch cuDNN anchors after the benchmarks), TEST_FILTER (gtest filter for the GPU test run, default all),
 # MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; default: picked from the test list by algorithm name),
 # BUILD_DIR (default build-gpu), JOBS (default nproc), CUDA_ARCHS (default 90).
 set -u
@@ -20,11 +23,12 @@ set -o pipefail
 usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [ $# -ge 1 ] || usage
 OUTDIR=$1; shift
-SKIP_BUILD=0; ONLY=all; SUITES="seeds resnet50"
+SKIP_BUILD=0; ONLY=all; SUITES="resnet50:bf16 resnet50:f16 resnet50:tf32 seeds:bf16"
 while [ $# -gt 0 ]; do
   case "$1" in
     --skip-build) SKIP_BUILD=1 ;;
-    --only) shift; ONLY=${1:-}; case "$ONLY" in tests|sanitize|bench|python) ;; *) usage ;; esac ;;
+    --only) shift; ONLY=${1:-}  # one step or a comma list, e.g. tests,sanitize,python
+      for o in ${ONLY//,/ }; do case "$o" in tests|sanitize|bench|python) ;; *) usage ;; esac; done ;;
     --suites) shift; SUITES=${1:-} ;;
     -h|--help) usage ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; usage ;;
@@ -55,10 +59,12 @@ FAILED=0
 
 CLI=$BUILD/tools/convkit
 TESTS=$BUILD/tests/convkit_tests
-REQUIRE_ALGOS=cuda_ref,cuda_direct_naive,cuda_direct_smem,cuda_direct_regblock,cuda_im2col_cublas,cuda_igemm_simt,cudnn
-export CONVKIT_REQUIRE_GPU=1 CONVKIT_REQUIRE_ALGOS=$REQUIRE_ALGOS GTEST_COLOR=no PYTHONUNBUFFERED=1
+REQUIRE_ALGOS=cuda_ref,cuda_direct_naive,cuda_direct_smem,cuda_direct_regblock,cuda_im2col_cublas,cuda_igemm_simt,cuda_igemm_wmma,cuda_igemm_mma,cudnn
+# A fresh tune cache: tests and benchmarks never see one left by an earlier run.
+export CONVKIT_REQUIRE_GPU=1 CONVKIT_REQUIRE_ALGOS=$REQUIRE_ALGOS GTEST_COLOR=no PYTHONUNBUFFERED=1 \
+  CONVKIT_TUNE_CACHE=$TMP/tune-v1.txt
 
-want() { [ "$ONLY" = all ] || [ "$ONLY" = "$1" ]; }
+want() { case ",$ONLY," in *,all,*|*,"$1",*) return 0 ;; esac; return 1; }
 elapsed() { echo $(( $(date +%s) - T0 )); }
 left() { echo $(( BUDGET - $(elapsed) )); }
 row() { printf '| %s | %s | %ss | %s |\n' "$1" "$2" "$3" "$4" >>"$ROWS"; echo "gpu_check: $1: $2 ($3 s) $4"; }
@@ -175,10 +181,11 @@ if want sanitize; then
   else
     # memcheck: the edge set (odd sizes, tile remainders) of every GPU algorithm; racecheck (slower): two
     # small hand-checked cases of each kernel that uses shared memory.
+    # The tensor-core kernels: their quick subset (C=3, groups, split-K, dilation, K=65; every variant).
     mfilter=${MEMCHECK_FILTER:-$(pick_tests 1 'EdgeSet' cuda_ref cuda_direct_naive cuda_direct_smem \
-                                   cuda_direct_regblock cuda_im2col_cublas cuda_igemm_simt cudnn)}
+                                   cuda_direct_regblock cuda_im2col_cublas cuda_igemm_simt cudnn):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_bf16:TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_mma_tf32}
     rfilter=${RACECHECK_FILTER:-$(pick_tests 2 'HandChecked(K2BiasRelu|Stride2)' cuda_direct_smem \
-                                   cuda_direct_regblock cuda_igemm_simt)}
+                                   cuda_direct_regblock cuda_igemm_simt):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_f16}
     for tool in memcheck racecheck; do
       if [ "$tool" = memcheck ]; then sanitize memcheck "$mfilter" 90; f=$mfilter
       else sanitize racecheck "$rfilter" 90; f=$rfilter; fi
@@ -202,19 +209,29 @@ fi
 JSONS=()
 if want bench; then
   if [ -x "$CLI" ]; then
-    for suite in $SUITES; do
-      json=$OUTDIR/bench_$suite.json csv=$TMP/bench_$suite.csv out=$TMP/bench_$suite.txt
+    for spec in $SUITES; do
+      suite=${spec%%:*}; dt=${spec#*:}; [ "$dt" = "$spec" ] && dt=""
+      tag=$suite${dt:+_$dt}
+      json=$TMP/bench_$tag.json csv=$TMP/bench_$tag.csv out=$TMP/bench_$tag.txt
       : >"$out"
-      run_step "bench $suite" 200 "$out" "$CLI" bench --suite "$suite" --device cuda --algo all \
-        --json "$json" --csv "$csv"
+      if [ -n "$dt" ]; then
+        run_step "tune $tag" 90 "$out" "$CLI" tune --suite "$suite" --device cuda --dtype "$dt" --layout nhwc
+        [ "$STEP_RC" = 0 ] || fail
+        row "tune $tag" "$(status_of)" "$STEP_S" "convkit tune (variants of the tensor-core kernels)"
+        run_step "bench $tag" 150 "$out" "$CLI" bench --suite "$suite" --device cuda --dtype "$dt" --layout nhwc \
+          --algo cuda_igemm_mma,cuda_igemm_wmma --tuned --json "$json" --csv "$csv"
+      else
+        run_step "bench $tag" 200 "$out" "$CLI" bench --suite "$suite" --device cuda --algo all \
+          --json "$json" --csv "$csv"
+      fi
       st=$(status_of); [ "$STEP_RC" = 0 ] || fail
       [ -s "$json" ] && JSONS+=("$json")
       # "algo 1.23x" for each line of the geomean block, and the INCORRECT warning if any.
       geo=$(awk '/geomean speed-up/ {on=1; next} on && /^  [^ ]/ {printf "%s %s; ", $1, $2} on && !/^  / {on=0}' "$out")
       bad=$(grep -m1 -o "WARNING: [0-9]* results\{0,1\} [a-z]* INCORRECT" "$out")
-      row "bench $suite" "$st" "$STEP_S" "${bad:+$bad; }${geo:-no geomean (see bench.txt)}"
+      row "bench $tag" "$st" "$STEP_S" "${bad:+$bad; }${geo:-no geomean (see bench.txt)}"
       cat "$out" >>"$BTXT"
-      if [ -s "$csv" ]; then { echo "== $suite CSV"; cat "$csv"; } >>"$BTXT"; fi
+      if [ -s "$csv" ]; then { echo "== $tag CSV"; cat "$csv"; } >>"$BTXT"; fi
       grep -q "INCORRECT" "$out" && fail
     done
   else
@@ -222,9 +239,22 @@ if want bench; then
   fi
   # PyTorch's cuDNN on the same shapes: our cudnn peer should be within ~10% of it.
   ANCHOR=$TMP/anchor.txt; : >"$ANCHOR"
-  run_step "torch anchor" 90 "$ANCHOR" python3 scripts/torch_anchor.py --suites "$SUITES" --ceilings \
-    --compare "${JSONS[@]}"
-  row "torch anchor" "$(status_of)" "$STEP_S" "$(grep -m1 'compare geomean' "$ANCHOR" | cut -c1-90)"
+  # One dtype per comparison: bf16 NHWC when a bf16 suite ran, else fp32 NCHW.
+  A_DT=f32; A_LAYOUT=nchw; A_SUITES=""; A_JSONS=()
+  for spec in $SUITES; do case "$spec" in *:bf16) A_DT=bf16; A_LAYOUT=nhwc ;; esac; done
+  for spec in $SUITES; do
+    dt=${spec#*:}; [ "$dt" = "$spec" ] && dt=f32
+    [ "$dt" = "$A_DT" ] || continue
+    A_SUITES="$A_SUITES ${spec%%:*}"
+    j=$TMP/bench_${spec%%:*}$([ "$dt" = f32 ] || echo "_$dt").json; [ -s "$j" ] && A_JSONS+=("$j")
+  done
+  if [ -z "${GPU_CHECK_SKIP_ANCHOR:-}" ]; then
+    run_step "torch anchor" 90 "$ANCHOR" python3 scripts/torch_anchor.py --suites "${A_SUITES# }" --ceilings \
+      --dtype "$A_DT" --layout "$A_LAYOUT" --compare "${A_JSONS[@]}"
+    row "torch anchor" "$(status_of)" "$STEP_S" "$(grep -m1 'compare geomean' "$ANCHOR" | cut -c1-90)"
+  else
+    row "torch anchor" skipped 0 "GPU_CHECK_SKIP_ANCHOR"
+  fi
   cat "$ANCHOR" >>"$BTXT"
   if [ -f scripts/plot_bench.py ] && [ ${#JSONS[@]} -gt 0 ]; then
     # The roofline's ceilings: this run's PyTorch measurements when they came, else ANCHORS.md's.
@@ -235,12 +265,14 @@ if want bench; then
   else
     row plot skipped 0 "no scripts/plot_bench.py or no bench JSON"
   fi
+  [ ${#JSONS[@]} -gt 0 ] && tar -czf "$OUTDIR/bench_json.tgz" -C "$TMP" $(cd "$TMP" && ls bench_*.json)
 fi
 
 # ---- the PyTorch extension -----------------------------------------------------------------------
 if want python && [ -z "${GPU_CHECK_SKIP_PYTHON:-}" ]; then
   PLOG=$OUTDIR/python.log; : >"$PLOG"
-  run_step "pip install ./python" 240 "$PLOG" env CONVKIT_CMAKE_BUILD_DIR="$ROOT/build-gpu-python" \
+  # NOTE: the library's build folder is shared with the steps above: the install only relinks it.
+  run_step "pip install ./python" 240 "$PLOG" env CONVKIT_CMAKE_BUILD_DIR="$ROOT/$BUILD" \
     TORCH_CUDA_ARCH_LIST=9.0 CONVKIT_ENABLE_CUDA=1 CONVKIT_BUILD_JOBS="$JOBS" \
     python3 -m pip install --no-build-isolation --no-deps -q ./python
   st=$(status_of); [ "$STEP_RC" = 0 ] || fail
