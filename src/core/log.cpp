@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <cstring>
 #include <iostream>
 #include <mutex>
@@ -68,6 +69,15 @@ void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const DispatchR
   std::lock_guard<std::mutex> lock(print_mutex());
   if (!dispatch_seen().insert(key).second) return;
   std::cerr << o.str() << std::flush;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace convkit::detail

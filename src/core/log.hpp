@@ -36,4 +36,7 @@ bool dispatch_log_pending(const Conv2dProblem& p, const ConvConfig& cfg);
 // Prints the report once per (problem, config) (later calls for the same key print nothing).
 void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const DispatchReport& report);
 
+// The current UTC time as 2026-11-29T12:34:56Z (tune-cache entries, bench reports).
+std::string utc_now();
+
 }  // namespace convkit::detail

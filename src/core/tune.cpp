@@ -23,15 +23,6 @@ std::string fmt_ms(double ms) {
   return b;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string cpu_model() {
   static const std::string model = [] {
     std::ifstream in("/proc/cpuinfo");

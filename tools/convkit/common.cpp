@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "core/cuda_hooks.hpp"
+#include "core/log.hpp"
 
 namespace convkit::cli {
 
@@ -114,13 +115,6 @@ bool file_exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string utc_now() { return detail::utc_now(); }
 
 }  // namespace convkit::cli
