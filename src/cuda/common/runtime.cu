@@ -1,9 +1,12 @@
 // The CUDA hooks of the core (allocation, copies, sync) and the error helpers of check.cuh.
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
 #include "core/cuda_hooks.hpp"
 #include "cuda/common/check.cuh"
+#include "cuda/common/cuda_algorithm.hpp"
 
 namespace convkit::detail {
 
@@ -30,6 +33,19 @@ void check_launch(const char* kernel_name, const char* file, int line) {
 }
 
 bool cuda_built() { return true; }
+
+int sm_count_of_current_device() {
+  static std::array<std::atomic<int>, 64> cache{};  // 0 = not asked yet
+  int dev = 0;
+  CK_CUDA(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= int(cache.size())) dev = 0;
+  int n = cache[size_t(dev)].load(std::memory_order_relaxed);
+  if (n == 0) {
+    CK_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    cache[size_t(dev)].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
 
 bool cuda_present() {
   static const bool present = [] {

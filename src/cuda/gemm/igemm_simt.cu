@@ -476,24 +476,6 @@ Plan choose_plan(const Conv2dProblem& p, int sm_count) {
   return best;
 }
 
-int sm_count_of_current_device() {
-  static std::array<std::atomic<int>, 64> cache{};  // 0 = not asked yet
-  int dev = 0;
-  CK_CUDA(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= int(cache.size())) dev = 0;
-  int n = cache[size_t(dev)].load(std::memory_order_relaxed);
-  if (n == 0) {
-    CK_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    cache[size_t(dev)].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
-bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + b_bytes && y < x + a_bytes;
-}
-
 class CudaIgemmSimt final : public CudaAlgorithm {
  public:
   std::string name() const override { return "cuda_igemm_simt"; }
@@ -503,12 +485,7 @@ class CudaIgemmSimt final : public CudaAlgorithm {
   }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (Support ok = require_f32_strict(cfg, /*nhwc_ok=*/false); !ok) return ok;
-    constexpr int64_t kLim = int64_t(1) << 30;  // see kFar
-    if (p.h >= kLim || p.w >= kLim || p.p() >= kLim || p.q() >= kLim || p.pad_h >= kLim || p.pad_w >= kLim ||
-        p.stride_h >= kLim || p.stride_w >= kLim || p.dilation_h * (p.r - 1) >= kLim ||
-        p.dilation_w * (p.s - 1) >= kLim || p.p() * p.stride_h >= kLim || p.q() * p.stride_w >= kLim)
-      return Support::no("a spatial size, stride, padding or dilated filter extent reaches 2^30 (32-bit pixel "
-                         "coordinates).");
+    if (Support ok = require_pixel_coords_below_2_30(p); !ok) return ok;  // see kFar
     if (p.gemm_k() > INT_MAX - 2 * kBlockK) return Support::no("C/groups*R*S passes 2^31 (32-bit k index).");
     if (ceil_div(p.gemm_n(), 64) > 65535) return Support::no("K/groups passes 65535*64 (grid.y).");
     if (p.groups > 65535) return Support::no("more than 65535 groups (grid.z).");
@@ -538,11 +515,7 @@ class CudaIgemmSimt final : public CudaAlgorithm {
     if (Support ok = can_implement(pb, call.config); !ok)
       throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
     const Epilogue& e = call.epilogue;
-    const size_t dst_bytes = call.dst.bytes();
-    if (e.residual != nullptr && e.residual != call.dst.data &&
-        ranges_overlap(e.residual, dst_bytes, call.dst.data, dst_bytes))
-      throw Error(StatusCode::invalid_tensor,
-                  "the residual partially overlaps the output; it must be the output itself or disjoint from it.");
+    check_residual_overlap(e.residual, call.dst.data, call.dst.bytes());
 
     IgemmArgs a{};
     a.src = static_cast<const float*>(call.src.data);

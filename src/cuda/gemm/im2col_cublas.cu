@@ -170,11 +170,6 @@ int64_t images_per_chunk(const Conv2dProblem& p) {
   return std::clamp<int64_t>(int64_t(std::min<uint64_t>(fit, uint64_t(p.n))), 1, p.n);
 }
 
-bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + b_bytes && y < x + a_bytes;
-}
-
 class CudaIm2colCublas final : public CudaAlgorithm {
  public:
   std::string name() const override { return "cuda_im2col_cublas"; }
@@ -239,11 +234,8 @@ class CudaIm2colCublas final : public CudaAlgorithm {
 
     // The residual may be the output itself (in-place add). cuBLAS then folds it in through beta, reading
     // each element of C before it writes it; the GEMM never overwrites a residual it has not read.
-    const size_t dst_bytes = call.dst.bytes();
     const bool res_is_dst = residual != nullptr && static_cast<const void*>(residual) == call.dst.data;
-    if (residual != nullptr && !res_is_dst && ranges_overlap(residual, dst_bytes, dst, dst_bytes))
-      throw Error(StatusCode::invalid_tensor,
-                  "the residual partially overlaps the output; it must be the output itself or disjoint from it.");
+    check_residual_overlap(residual, dst, call.dst.bytes());
     const float gemm_alpha = res_is_dst ? e.alpha : 1.0f;
     const float gemm_beta = res_is_dst ? e.beta : 0.0f;
 

@@ -46,6 +46,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -638,54 +639,62 @@ Plan evaluate(const Shape& s, const Tile& t, int splits, int sms, int64_t num_k_
   return p;
 }
 
-template <typename T>
-std::vector<Plan> candidate_plans(const Shape& s, int sms) {
+// Calls f(plan) for every plan worth having, tile by tile, split counts increasing (a split count that gives
+// the same plan as a smaller one, or leaves a split under kMinTilesPerSplit slices, is skipped).
+template <typename T, typename F>
+void for_each_plan(const Shape& s, int sms, F&& f) {
   const int64_t num_k_tiles = ceil_div(s.k, kBkBytes / s.es);
-  std::vector<Plan> out;
   for (const Tile& t : tiles<T>()) {
     int last_splits = 0;
     for (int want = 1; want <= kMaxSplits; ++want) {
-      Plan p = evaluate(s, t, want, sms, num_k_tiles);
+      const Plan p = evaluate(s, t, want, sms, num_k_tiles);
       if (p.splits == last_splits) continue;  // the same plan as a smaller request
       if (p.splits > 1 && (p.tiles_per_split < kMinTilesPerSplit || p.ws_bytes > size_t(kMaxWorkspace) ||
                            s.nb * s.G * p.splits > 65535 || s.nb * s.Mb * s.K > (int64_t(1) << 40)))
         continue;
       last_splits = p.splits;
-      out.push_back(p);
+      f(p);
     }
   }
-  return out;
 }
 
 template <typename T>
-Plan choose_plan(const Shape& s, int sms, const std::string& variant) {
-  const std::vector<Plan> all = candidate_plans<T>(s, sms);
-  if (!variant.empty()) {
-    for (const Plan& p : all)
-      if (p.variant() == variant) return p;
-    throw Error(StatusCode::invalid_problem, "cuda_igemm_mma has no variant '" + variant + "' for this problem.");
-  }
-  // NOTE: CONVKIT_MMA_VARIANT=128x64/k2 forces a variant (ignored when it does not exist for the problem).
-  if (const char* e = std::getenv("CONVKIT_MMA_VARIANT"))
-    for (const Plan& p : all)
-      if (p.variant() == e) return p;
-  const Plan* best = &all.front();  // 128x128w8 without split is always first and always valid
-  for (const Plan& p : all)
-    if (p.model_us < best->model_us) best = &p;
-  return *best;
+std::vector<Plan> candidate_plans(const Shape& s, int sms) {
+  std::vector<Plan> out;
+  for_each_plan<T>(s, sms, [&](const Plan& p) { out.push_back(p); });
+  return out;
 }
 
-int sm_count() {
-  static std::array<std::atomic<int>, 64> cache{};
-  int dev = 0;
-  CK_CUDA(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= int(cache.size())) dev = 0;
-  int n = cache[size_t(dev)].load(std::memory_order_relaxed);
-  if (n == 0) {
-    CK_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    cache[size_t(dev)].store(n, std::memory_order_relaxed);
+// A variant's name read as numbers ("128x64w4/k2"), so that run() compares integers, not strings.
+struct VariantId {
+  int bm = 0, bn = 0, warps = 0, splits = 0;  // splits == 0: none
+  static VariantId parse(const char* v) {
+    VariantId id;
+    char tail = 0;
+    if (std::sscanf(v, "%dx%dw%d/k%d%c", &id.bm, &id.bn, &id.warps, &id.splits, &tail) != 4 || id.splits < 1)
+      return {};
+    return id;
   }
-  return n;
+  bool matches(const Plan& p) const {
+    return splits == p.splits && bm == p.tile->bm && bn == p.tile->bn && warps == p.tile->warps;
+  }
+};
+
+// NOTE: allocation-free: run() calls it on every launch, inside the benchmark's timed loop.
+template <typename T>
+Plan choose_plan(const Shape& s, int sms, const std::string& variant) {
+  // CONVKIT_MMA_VARIANT=128x64w4/k2 forces a variant (ignored when it does not exist for the problem).
+  const char* forced = variant.empty() ? std::getenv("CONVKIT_MMA_VARIANT") : variant.c_str();
+  const VariantId want = forced != nullptr ? VariantId::parse(forced) : VariantId{};
+  Plan best, named;
+  for_each_plan<T>(s, sms, [&](const Plan& p) {
+    if (want.splits > 0 && want.matches(p)) named = p;
+    if (best.tile == nullptr || p.model_us < best.model_us) best = p;  // 128x128w8/k1 comes first, always valid
+  });
+  if (named.tile != nullptr) return named;
+  if (!variant.empty())
+    throw Error(StatusCode::invalid_problem, "cuda_igemm_mma has no variant '" + variant + "' for this problem.");
+  return best;
 }
 
 Shape shape_of(const Conv2dProblem& p, DType dt, bool per_sample) {
@@ -702,7 +711,7 @@ Shape shape_of(const Conv2dProblem& p, DType dt, bool per_sample) {
 
 template <typename T>
 Plan plan_for(const Shape& s, const std::string& variant) {
-  return choose_plan<T>(s, sm_count(), variant);
+  return choose_plan<T>(s, sm_count_of_current_device(), variant);
 }
 
 Plan plan_of(DType dt, const Shape& s, const std::string& variant) {
@@ -715,12 +724,7 @@ Plan plan_of(DType dt, const Shape& s, const std::string& variant) {
 }
 
 Support limits(const Conv2dProblem& p) {
-  constexpr int64_t kLim = int64_t(1) << 30;  // see kFar
-  if (p.h >= kLim || p.w >= kLim || p.p() >= kLim || p.q() >= kLim || p.pad_h >= kLim || p.pad_w >= kLim ||
-      p.stride_h >= kLim || p.stride_w >= kLim || p.dilation_h * (p.r - 1) >= kLim ||
-      p.dilation_w * (p.s - 1) >= kLim || p.p() * p.stride_h >= kLim || p.q() * p.stride_w >= kLim)
-    return Support::no("a spatial size, stride, padding or dilated filter extent reaches 2^30 (32-bit pixel "
-                       "coordinates).");
+  if (Support ok = require_pixel_coords_below_2_30(p); !ok) return ok;  // see kFar
   if (p.p() * p.q() > INT_MAX) return Support::no("P*Q passes 2^31 (32-bit pixel index within an image).");
   if (p.gemm_k() > INT_MAX / 2) return Support::no("C/groups*R*S passes 2^30 (32-bit k index).");
   if (p.c > INT_MAX || p.k > INT_MAX) return Support::no("C or K passes 2^31 (32-bit channel index).");
@@ -730,19 +734,11 @@ Support limits(const Conv2dProblem& p) {
   return Support::yes();
 }
 
-bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + b_bytes && y < x + a_bytes;
-}
-
 // Fills the kernel arguments and launches the plan (and the reduce when it splits k).
 void launch(const Conv2dProblem& pb, DType dt, bool per_sample, const TensorView& src, const TensorView& wei,
             const TensorView& dst, const Epilogue& e, const Plan& plan, void* workspace, size_t workspace_bytes,
             cudaStream_t stream) {
-  const size_t dst_bytes = dst.bytes();
-  if (e.residual != nullptr && e.residual != dst.data && ranges_overlap(e.residual, dst_bytes, dst.data, dst_bytes))
-    throw Error(StatusCode::invalid_tensor,
-                "the residual partially overlaps the output; it must be the output itself or disjoint from it.");
+  check_residual_overlap(e.residual, dst.data, dst.bytes());
   if (plan.ws_bytes > 0 && (workspace == nullptr || workspace_bytes < plan.ws_bytes))
     throw Error(StatusCode::invalid_tensor, "cuda_igemm_mma needs " + std::to_string(plan.ws_bytes) +
                                                 " bytes of workspace (split-K partials) but was given " +
@@ -836,9 +832,9 @@ class CudaIgemmMma final : public CudaAlgorithm {
     const Plan chosen = plan_of(cfg.dtype, s, "");
     std::vector<Plan> all;
     switch (cfg.dtype) {
-      case DType::f16: all = candidate_plans<__half>(s, sm_count()); break;
-      case DType::bf16: all = candidate_plans<__nv_bfloat16>(s, sm_count()); break;
-      case DType::f32: all = candidate_plans<float>(s, sm_count()); break;
+      case DType::f16: all = candidate_plans<__half>(s, sm_count_of_current_device()); break;
+      case DType::bf16: all = candidate_plans<__nv_bfloat16>(s, sm_count_of_current_device()); break;
+      case DType::f32: all = candidate_plans<float>(s, sm_count_of_current_device()); break;
     }
     // The heuristic's choice, then the best-modelled other plans (at most 8 in all).
     std::sort(all.begin(), all.end(), [](const Plan& x, const Plan& y) { return x.model_us < y.model_us; });
@@ -856,7 +852,7 @@ class CudaIgemmMma final : public CudaAlgorithm {
       d += ", split-K " + std::to_string(plan.splits) + " (partials " +
            std::to_string((plan.ws_bytes + (1 << 20) - 1) >> 20) + " MiB)";
     d += p.c_per_group() % ce == 0 ? ", aligned cp.async path" : ", general-C gather path";
-    return d + ", " + std::to_string(plan.blocks) + " blocks on " + std::to_string(sm_count()) + " SMs";
+    return d + ", " + std::to_string(plan.blocks) + " blocks on " + std::to_string(sm_count_of_current_device()) + " SMs";
   }
   void run(const ConvCall& call) const override {
     const Conv2dProblem& pb = call.problem;

@@ -434,11 +434,6 @@ int heuristic_tile_m(const Conv2dProblem& p, int sms) {
   return blocks128 >= 2 * int64_t(sms) ? 128 : 64;
 }
 
-bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + b_bytes && y < x + a_bytes;
-}
-
 template <typename T>
 void run_typed(const ConvCall& call, int bm) {
   const Conv2dProblem& pb = call.problem;
@@ -499,12 +494,7 @@ class CudaIgemmWmma final : public CudaAlgorithm {
   }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (Support ok = require_tensor_core_config(cfg); !ok) return ok;
-    constexpr int64_t kLim = int64_t(1) << 30;  // see kFar
-    if (p.h >= kLim || p.w >= kLim || p.p() >= kLim || p.q() >= kLim || p.pad_h >= kLim || p.pad_w >= kLim ||
-        p.stride_h >= kLim || p.stride_w >= kLim || p.dilation_h * (p.r - 1) >= kLim ||
-        p.dilation_w * (p.s - 1) >= kLim || p.p() * p.stride_h >= kLim || p.q() * p.stride_w >= kLim)
-      return Support::no("a spatial size, stride, padding or dilated filter extent reaches 2^30 (32-bit pixel "
-                         "coordinates).");
+    if (Support ok = require_pixel_coords_below_2_30(p); !ok) return ok;  // see kFar
     if (p.gemm_k() > INT_MAX - 2 * kBlockK<__half>) return Support::no("R*S*C/groups passes 2^31 (32-bit k index).");
     if (ceil_div(p.gemm_n(), kBlockN) > 65535) return Support::no("K/groups passes 65535*64 (grid.y).");
     if (p.groups > 65535) return Support::no("more than 65535 groups (grid.z).");
@@ -540,11 +530,7 @@ class CudaIgemmWmma final : public CudaAlgorithm {
     if (Support ok = can_implement(pb, call.config); !ok)
       throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
     const Epilogue& e = call.epilogue;
-    const size_t dst_bytes = call.dst.bytes();
-    if (e.residual != nullptr && e.residual != call.dst.data &&
-        ranges_overlap(e.residual, dst_bytes, call.dst.data, dst_bytes))
-      throw Error(StatusCode::invalid_tensor,
-                  "the residual partially overlaps the output; it must be the output itself or disjoint from it.");
+    check_residual_overlap(e.residual, call.dst.data, call.dst.bytes());
     int bm = 0;
     if (call.variant.empty()) {
       bm = heuristic_tile_m(pb, facts_of_current_device().sms);
