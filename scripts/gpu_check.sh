@@ -16,7 +16,8 @@
 # Environment knobs: GPU_CHECK_BUDGET (s), GPU_CHECK_SKIP_PYTHON (non-empty: no PyTorch step),
 # GPU_CHECK_SKIP_ANCHOR (non-empty: no PyTorch cuDNN anchors after the benchmarks), TEST_FILTER (gtest filter for the GPU test run, default all),
 # MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; default: picked from the test list by algorithm name),
-# BUILD_DIR (default build-gpu), JOBS (default nproc), CUDA_ARCHS (default 90).
+# BUILD_DIR (default build-gpu), JOBS (default nproc), CUDA_ARCHS (default 90),
+# TC_ALGOS (the convkit algorithms of the NAME:DTYPE suites, default cuda_igemm_wgmma,cuda_igemm_mma,cuda_igemm_wmma).
 set -u
 set -o pipefail
 
@@ -44,6 +45,7 @@ BUILD=${BUILD_DIR:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
 ARCHS=${CUDA_ARCHS:-90}
 BUDGET=${GPU_CHECK_BUDGET:-560}
+TC_ALGOS=${TC_ALGOS:-cuda_igemm_wgmma,cuda_igemm_mma,cuda_igemm_wmma}
 T0=$(date +%s)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -59,7 +61,7 @@ FAILED=0
 
 CLI=$BUILD/tools/convkit
 TESTS=$BUILD/tests/convkit_tests
-REQUIRE_ALGOS=cuda_ref,cuda_direct_naive,cuda_direct_smem,cuda_direct_regblock,cuda_im2col_cublas,cuda_igemm_simt,cuda_igemm_wmma,cuda_igemm_mma,cudnn
+REQUIRE_ALGOS=cuda_ref,cuda_direct_naive,cuda_direct_smem,cuda_direct_regblock,cuda_im2col_cublas,cuda_igemm_simt,cuda_igemm_wmma,cuda_igemm_mma,cuda_igemm_wgmma,cudnn
 # A fresh tune cache: tests and benchmarks never see one left by an earlier run.
 export CONVKIT_REQUIRE_GPU=1 CONVKIT_REQUIRE_ALGOS=$REQUIRE_ALGOS GTEST_COLOR=no PYTHONUNBUFFERED=1 \
   CONVKIT_TUNE_CACHE=$TMP/tune-v1.txt
@@ -219,7 +221,7 @@ if want bench; then
         [ "$STEP_RC" = 0 ] || fail
         row "tune $tag" "$(status_of)" "$STEP_S" "convkit tune (variants of the tensor-core kernels)"
         run_step "bench $tag" 150 "$out" "$CLI" bench --suite "$suite" --device cuda --dtype "$dt" --layout nhwc \
-          --algo cuda_igemm_mma,cuda_igemm_wmma --tuned --json "$json" --csv "$csv"
+          --algo "$TC_ALGOS" --tuned --json "$json" --csv "$csv"
       else
         run_step "bench $tag" 200 "$out" "$CLI" bench --suite "$suite" --device cuda --algo all \
           --json "$json" --csv "$csv"

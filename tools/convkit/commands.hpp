@@ -48,6 +48,7 @@ struct TuneOptions {
   int64_t batch = 0;  // 0 = the suite's own
   std::string cache;  // "" = the library's default ($CONVKIT_TUNE_CACHE, ~/.cache/convkit/tune-v1.txt); "off"
   uint64_t seed = 1;
+  bool verbose = false;  // --verbose: every candidate's time
 };
 CLI::App* add_tune(CLI::App& app, TuneOptions& o);
 int run_tune(const TuneOptions& o);

@@ -22,6 +22,7 @@ struct TuneRow {
   std::string winner = "-", variant = "-", runner_up = "-";
   double ms = NAN, runner_up_ms = NAN;
   int candidates = 0;
+  std::vector<std::string> timings;  // --verbose: "label: ms" for every candidate
   std::string status = "ok";  // ok, or the reason nothing was tuned
 };
 
@@ -63,6 +64,10 @@ TuneRow tune_one(const NamedProblem& np, const ConvConfig& cfg, uint64_t seed, d
     row.ms = t.ms;
     row.candidates = int(t.candidates.size());
     if (const detail::TuneCandidate* r = t.runner_up()) row.runner_up = r->label(), row.runner_up_ms = r->ms;
+    for (const detail::TuneCandidate& c : t.candidates)
+      row.timings.push_back(c.label() + " " +
+                            (!c.error.empty() ? "failed: " + one_line(c.error)
+                                              : ms_text(c.ms) + (c.pruned ? " (one probe run: pruned)" : "")));
     detail::TuneEntry e;
     e.key = detail::make_tune_key(p, cfg);
     e.algorithm = row.winner;
@@ -102,6 +107,7 @@ CLI::App* add_tune(CLI::App& app, TuneOptions& o) {
                                       "$XDG_CACHE_HOME/convkit/tune-v1.txt or ~/.cache/convkit/tune-v1.txt); off "
                                       "= do not save");
   sub->add_option("--seed", o.seed, "seed of the Gaussian inputs")->capture_default_str();
+  sub->add_flag("--verbose", o.verbose, "also print every candidate's time (ms) under its problem");
   return sub;
 }
 
@@ -154,6 +160,8 @@ int run_tune(const TuneOptions& o) {
     const TuneRow r = tune_one(problems[i], cfg, o.seed, *cache, &saved);
     if (progress) std::cerr << "\r\033[K" << std::flush;
     print_row(r);
+    if (o.verbose)
+      for (const std::string& t : r.timings) fmt::print("    {}  {}\n", r.problem, t);
     tuned += r.status == "ok";
   }
   fmt::print("\n{} of {} problem{} tuned; {}\n", tuned, problems.size(), problems.size() == 1 ? "" : "s",

@@ -1,0 +1,661 @@
+// cuda_igemm_wgmma: Hopper's warpgroup MMA (wgmma.mma_async) fed by a 4-stage pipeline into 128-byte-
+// swizzled shared memory: activations gathered by cp.async, weights by the tensor memory accelerator (TMA)
+// (fp16 / bf16 tensors, fp32 accumulation; NHWC activations, KRSC weights).
+// sm_90a only: built as its own object with -gencode arch=compute_90a,code=sm_90a, and it runs only on
+// devices of compute capability 9.0 (H100, H200).
+//
+// What it adds over cuda_igemm_mma (one idea: Hopper's own tensor-core path):
+//  - wgmma.mma_async: a warpgroup (4 consecutive warps) multiplies a 64 x N x 16 tile with both operands
+//    read by the tensor cores straight from shared memory through 64-bit matrix descriptors (no ldmatrix,
+//    no operand registers), and it is asynchronous: one group of wgmmas stays in flight while the warps
+//    pass the next barrier and issue the next stage's loads (wgmma.wait_group 1);
+//  - shared memory in the layout wgmma reads with the 128-byte swizzle: rows of 64 k elements (128 bytes),
+//    16-byte chunk c of row r stored at chunk c ^ (r % 8), 8-row atoms 1024 bytes apart (the descriptor's
+//    stride); a k step of 16 elements is a 32-byte move of the descriptor's start address;
+//  - the weights, a plain [K][R*S*C] matrix, arrive by TMA: one thread issues one box copy per stage (the
+//    tensor map's 128-byte swizzle is wgmma's) completing on an mbarrier; only the im2col gather of the
+//    activations is left to the threads, with one 64-bit window offset per stage shared by all their rows;
+//  - k stages of 64 elements instead of 32: half the barriers per multiply;
+//  - the short epilogue (bias, relu) in registers, staged in the output type.
+// Ordering: each thread's cp.async copies are made visible to the tensor cores (the async proxy) with
+// fence.proxy.async.shared::cta before the barrier that publishes the stage; the weights' mbarrier phase is
+// awaited by every thread; a slot is refilled only after every warpgroup's wgmma.wait_group has retired the
+// multiply that read it.
+// The filter-tap walk, the general epilogue staged through shared memory, split-K and its reduce are
+// cuda_igemm_mma's (igemm_tc.cuh).
+// Not here (cuda_igemm_mma runs them): C/groups % 8 != 0 (the 3-channel stem: the general-C gather path),
+// tf32 (wgmma reads the fp32 operands from shared memory as they are: no round-to-nearest on the way in),
+// tensors not 16-byte aligned (run() hands them to cuda_igemm_mma), per-sample weights.
+//
+// measured (H200, 2026-11-29, bf16 NHWC batch 32, tuned variants, vs cuDNN in the same process; docs/perf.md):
+// see docs/kernels.md for the steps: cp.async for both operands 0.57x ResNet-50 geomean (the loader's 294
+// instructions per warp per stage set the pace: 0.33 IPC); TMA weights and the lean gather 0.61x (seed000
+// 0.650 -> 0.508 ms); the register epilogue 0.68x (best convkit per layer 0.71x); seed000 0.484 ms.
+#include <cuda.h>  // CUtensorMap (the driver's encoder is reached through the runtime: no -lcuda)
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/registry.hpp"
+#include "cuda/common/check.cuh"
+#include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/tc/igemm_tc.cuh"
+
+namespace convkit::detail {
+namespace {
+
+constexpr int kRowBytes = 128;           // one stage's k depth per row: 64 16-bit elements, one swizzle row
+constexpr int kChunks = kRowBytes / 16;  // 16-byte chunks per row
+constexpr int kBke = 64;                 // k elements per stage
+constexpr int kAtomBytes = 1024;         // 8 rows: the 128-byte swizzle's period
+
+// ---- PTX wrappers (sm_90a) -----------------------------------------------------------------------
+
+// The shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle: start address >> 4
+// (bits 0-13), leading byte offset (bits 16-29: unused for swizzled K-major, 1 by convention), stride byte
+// offset = one 8-row atom (bits 32-45, >> 4), swizzle mode 1 = 128 bytes (bits 62-63).
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(kAtomBytes >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+
+// D[64 x N] += A[64 x 16] * B[16 x N], both from shared memory (K-major, no transpose), fp32 accumulators in
+// the register layout of mma.sync's m16n8 C fragments: warp w of the warpgroup holds rows 16w..16w+15,
+// d[4j..4j+3] = (row g, cols 8j+2t, +1) and (row g+8, the same cols), g = lane/4, t = lane%4.
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db);
+template <>
+__device__ __forceinline__ void wgmma_ss<__half, 64>(float (&d)[32], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_ss<__nv_bfloat16, 64>(float (&d)[32], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_ss<__half, 128>(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_ss<__nv_bfloat16, 128>(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_ss<__half, 256>(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_ss<__nv_bfloat16, 256>(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(1));
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Ordinary (generic-proxy) writes to shared memory, cp.async included, made visible to wgmma's reads.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// ---- mbarriers and the tensor-memory-access (TMA) copy of the weights ----
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+// One arrival that also announces `bytes` of transaction to come (the TMA's complete_tx pays them off).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// A 2-D box of the weight matrix [K rows][Kg] (coordinates: k element, row) into shared memory, in the
+// tensor map's 128-byte swizzle (the layout wgmma reads); rows or k past the matrix arrive as zeros.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int k, int row, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(bar)
+      : "memory");
+}
+
+// Keeps the compiler from moving accumulator reads or writes across a wgmma that is in flight.
+template <int N>
+__device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// ---- the kernel ------------------------------------------------------------------------------------
+// BM / 64 warpgroups; warpgroup w computes rows 64w..64w+63 of the BM x BN tile of one (batch entry, group,
+// k split), as one wgmma of 64 x BN per 16-element k step.
+// Grid: x = m tiles, y = n tiles, z = (batch entry * G + group) * splits + split.
+template <typename T, int BM, int BN, int kStages>
+__global__ void __launch_bounds__(BM / 64 * 128) igemm_wgmma_kernel(const TcArgs a, const __grid_constant__ CUtensorMap wmap) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kThreads = BM / 64 * 128;
+  constexpr int WN = BN < 256 ? BN : 256, NB = BN / WN;
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  constexpr int kAIters = BM / kRowsPerPass;
+  constexpr int kAStage = BM * kRowBytes, kStageBytes = (BM + BN) * kRowBytes;
+  constexpr uint32_t kBBytes = BN * kRowBytes;  // one stage of weights: one TMA box
+  static_assert(kStages >= 3, "one stage multiplied, one retiring, at least one loading");
+  static_assert(BM % kRowsPerPass == 0 && kRowsPerPass % 8 == 0, "whole loader passes");
+  static_assert(BN % WN == 0 && (WN == 64 || WN == 128 || WN == 256), "wgmma n64, n128 or n256");
+
+  // The swizzle atoms must start on 1024-byte boundaries: the base is rounded up (the host adds the slack).
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const uint32_t pad = (kAtomBytes - (raw & (kAtomBytes - 1))) & (kAtomBytes - 1);
+  const uint32_t smem_base = raw + pad;
+  unsigned char* smem = smem_raw + pad;
+
+  const int tid = threadIdx.x, wg = tid / 128;
+
+  int z = int(blockIdx.z);
+  const int split = z % a.splits;
+  z /= a.splits;
+  const int g = z % a.G;
+  const int b = z / a.G;
+  const int64_t m_block = int64_t(blockIdx.x) * BM;
+  const int n_block = int(blockIdx.y) * BN;
+
+  const T* src = static_cast<const T*>(a.src);
+
+  const int kt0 = split * a.tiles_per_split;
+  const int nk = min(a.num_k_tiles - kt0, a.tiles_per_split);  // >= 1: the host leaves no split empty
+
+  // ---- loader: this thread fills chunk `chunk` of rows row0 + i*kRowsPerPass of A and B. Those rows are
+  // all congruent mod 8, so the swizzled chunk position is one number.
+  const int chunk = tid % kChunks;
+  const int row0 = tid / kChunks;
+  const uint32_t swz = uint32_t((chunk ^ (row0 & 7)) * 16);
+  int64_t a_row[kAIters];  // the element offset of the row's window origin (0 for rows past M)
+  int a_h0[kAIters], a_w0[kAIters];
+  {
+    int64_t base[kAIters];
+    decode_a_rows<kAIters, kRowsPerPass>(a, m_block, row0, b, g, base, a_h0, a_w0);
+#pragma unroll
+    for (int i = 0; i < kAIters; ++i)
+      a_row[i] = a_h0[i] == kFar ? 0 : base[i] + (int64_t(a_h0[i]) * a.W + a_w0[i]) * a.C;
+  }
+  TapWalk tw;
+  tw.start(a, kt0 * kBke + chunk * 8);
+  // The weights: thread 0 issues one TMA box per stage (rows g*Kpg + n_block.., k from kt0*64); a box row
+  // past the group's Kpg reads the next group's weights, which only feed output columns never stored.
+  const int b_row0 = g * a.Kpg + n_block;
+  const uint32_t bars = smem_base + kStages * kStageBytes;  // kStages mbarriers, 8 bytes each
+  if (tid == 0) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
+    for (int s = 0; s < kStages; ++s) mbar_init(bars + 8 * s, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  // NOTE: the window offset of the tap is the same for every row of the thread (one 64-bit product per
+  // stage); per row only the bounds test and one add remain: the loader's instructions, not the tensor
+  // cores, set the pace of the first version (294 instructions per warp per stage at 128x256).
+  auto load_stage = [&](int stage) {
+    const int slot = stage % kStages;
+    const uint32_t sA = smem_base + slot * kStageBytes, sB = sA + kAStage;
+    if (tid == 0) {
+      mbar_arrive_expect_tx(bars + 8 * slot, kBBytes);
+      tma_load_2d(sB, &wmap, (kt0 + stage) * kBke, b_row0, bars + 8 * slot);
+    }
+    const bool k_ok = tw.r < a.R;  // k < Kg
+    const int dh = tw.r * a.dil_h, dw = tw.s * a.dil_w;
+    const int64_t tap = (int64_t(dh) * a.W + dw) * a.C + tw.c;
+#pragma unroll
+    for (int i = 0; i < kAIters; ++i) {
+      const bool ok = k_ok && unsigned(a_h0[i] + dh) < unsigned(a.H) && unsigned(a_w0[i] + dw) < unsigned(a.W);
+      cp_async16(sA + (row0 + i * kRowsPerPass) * kRowBytes + swz, src + (ok ? a_row[i] + tap : 0), ok);
+    }
+    tw.advance(a, kBke);
+  };
+
+  float acc[NB][WN / 2];
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+    for (int e = 0; e < WN / 2; ++e) acc[nb][e] = 0.0f;
+
+  // ---- the pipeline: kStages-2 stages loading ahead, one being multiplied, one retiring.
+#pragma unroll
+  for (int s = 0; s < kStages - 2; ++s) {
+    if (s < nk) load_stage(s);
+    cp_async_commit();  // (possibly empty: keeps the group count uniform)
+  }
+  const uint32_t a_wg = uint32_t(wg) * 64 * kRowBytes;  // this warpgroup's 64 rows of A
+  for (int kt = 0; kt < nk; ++kt) {
+    cp_async_wait<kStages - 3>();  // this thread's copies of stage kt have landed ...
+    fence_proxy_async();           // ... are visible to the tensor cores ...
+    __syncthreads();               // ... and so are everyone's; every wgmma of stage kt-2 has retired
+    {
+      const int next = kt + kStages - 2;  // into the slot of stage kt-2
+      if (next < nk) load_stage(next);
+      cp_async_commit();
+    }
+    mbar_wait(bars + 8 * (kt % kStages), uint32_t(kt / kStages) & 1);  // and its weights (TMA)
+    const uint32_t sA = smem_base + (kt % kStages) * kStageBytes;
+    const uint64_t da = smem_desc(sA + a_wg), db = smem_desc(sA + kAStage);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBke / 16; ++kk)
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+        wgmma_ss<T, WN>(acc[nb], da + 2 * kk, db + uint64_t(nb * WN * kRowBytes / 16) + 2 * kk);
+    wgmma_commit();
+    wgmma_wait<1>();  // stage kt-1's multiply has retired (stage kt's may still run)
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // ---- the epilogue.
+  const int lane = tid & 31, wq = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
+  const int row = wg * 64 + wq * 16 + gq;  // this thread's rows: row and row + 8; columns 8j + 2tq, +1
+  if (a.ws == nullptr && a.residual == nullptr && a.alpha == 1.0f &&
+      (a.act == Activation::none || a.act == Activation::relu)) {
+    // The common fused forms (conv, + bias, + relu; not a split-K partial): bias and relu are applied in
+    // registers and the tile is staged in the output type (half the shared-memory traffic of fp32), then
+    // copied out in 16-byte pieces.
+    // NOTE: only these forms: with every activation inlined at each of the 64-128 accumulator pairs (the
+    // first version) the code outgrew the instruction cache and the 128x256 tile ran 3.5x slower on
+    // 1x1 64->256 at 56x56 (H200).
+    constexpr int CS = BN + 8;  // T row stride: (BN + 8) * 2 bytes puts a warp's 8 rows on distinct banks
+    static_assert(BM * CS * 2 <= kStages * kStageBytes, "the output tile fits in the pipeline's shared memory");
+    T* otile = reinterpret_cast<T*>(smem);
+    const T* bias = static_cast<const T*>(a.bias);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+      for (int j = 0; j < WN / 8; ++j) {
+        const int col = nb * WN + j * 8 + tq * 2;
+        const int n = n_block + col;
+        const bool hb = bias != nullptr;
+        const float b0 = hb && n < a.Kpg ? elem_to_float<T>(bias[g * a.Kpg + n]) : 0.0f;
+        const float b1 = hb && n + 1 < a.Kpg ? elem_to_float<T>(bias[g * a.Kpg + n + 1]) : 0.0f;
+        const bool relu = a.act == Activation::relu;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float y0 = acc[nb][4 * j + 2 * h] + b0, y1 = acc[nb][4 * j + 2 * h + 1] + b1;
+          if (relu) y0 = fmaxf(y0, 0.0f), y1 = fmaxf(y1, 0.0f);  // (as store_output_tile's short form)
+          T pair[2] = {float_to_elem<T>(y0), float_to_elem<T>(y1)};
+          *reinterpret_cast<uint32_t*>(&otile[(row + 8 * h) * CS + col]) = *reinterpret_cast<const uint32_t*>(pair);
+        }
+      }
+    __syncthreads();
+    T* dst = static_cast<T*>(a.dst);
+    constexpr int kCpr = BN / 8;  // 8-element (16-byte) pieces per tile row
+    for (int idx = tid; idx < BM * kCpr; idx += kThreads) {
+      const int r = idx / kCpr, cc = idx - r * kCpr;
+      const int64_t m = m_block + r;
+      const int n0 = n_block + cc * 8;
+      if (m >= a.Mb || n0 >= a.Kpg) continue;
+      const int64_t o = m * a.K + g * a.Kpg + n0;
+      const T* v = &otile[r * CS + cc * 8];
+      if (a.vec_ok && n0 + 8 <= a.Kpg) {
+        *reinterpret_cast<uint4*>(dst + o) = *reinterpret_cast<const uint4*>(v);
+      } else {
+        for (int e = 0; e < min(8, a.Kpg - n0); ++e) dst[o + e] = v[e];
+      }
+    }
+    return;
+  }
+  // The general epilogue (residual, split-K partials): an fp32 BM x BN tile, then store_output_tile.
+  constexpr int CS = BN + 8;  // fp32 row stride of the staged tile (padded: fewer conflicts)
+  static_assert(BM * CS * 4 <= kStages * kStageBytes, "the output tile fits in the pipeline's shared memory");
+  float* ctile = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+    for (int j = 0; j < WN / 8; ++j) {
+      const int col = nb * WN + j * 8 + tq * 2;
+      *reinterpret_cast<float2*>(&ctile[row * CS + col]) = make_float2(acc[nb][4 * j], acc[nb][4 * j + 1]);
+      *reinterpret_cast<float2*>(&ctile[(row + 8) * CS + col]) = make_float2(acc[nb][4 * j + 2], acc[nb][4 * j + 3]);
+    }
+  __syncthreads();
+  store_output_tile<T, BM, BN, kThreads>(a, ctile, CS, m_block, n_block, b, g, split, tid);
+#else
+  // Built for sm_90a only (see CMakeLists.txt); can_implement keeps other devices away.
+  __trap();
+#endif
+}
+
+// ---- tiles and plans -------------------------------------------------------------------------------
+
+// cuTensorMapEncodeTiled, from the driver through the runtime (so libconvkit needs no -lcuda).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || p == nullptr) {
+      cudaGetLastError();
+      return PFN_cuTensorMapEncodeTiled_v12000(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  if (fn == nullptr)
+    throw Error(StatusCode::cuda_error, "cuda_igemm_wgmma: the driver does not provide cuTensorMapEncodeTiled.");
+  return fn;
+}
+
+// The weights as a 2-D tensor [K][Kg] (KRSC flattened), boxes of 64 k x box_rows rows, 128-byte swizzle.
+// (No allocation: run() calls this on every launch.)
+CUtensorMap weight_map(const TcArgs& a, DType dt, int box_rows) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cuuint64_t(a.Kg), cuuint64_t(int64_t(a.K) * a.nb)};
+  const cuuint64_t strides[1] = {cuuint64_t(a.Kg) * 2};  // bytes between rows (Kg % 8 == 0: a multiple of 16)
+  const cuuint32_t box[2] = {cuuint32_t(kBke), cuuint32_t(box_rows)};
+  const cuuint32_t estrides[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(
+      &map, dt == DType::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+      const_cast<void*>(a.wei), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error(StatusCode::cuda_error, "cuda_igemm_wgmma: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) +
+                                            ") for the weights [" + std::to_string(a.K) + "][" + std::to_string(a.Kg) + "].");
+  return map;
+}
+
+template <int BM, int BN, int ST>
+constexpr int smem_bytes() {
+  return ST * (BM + BN) * kRowBytes + ST * 8 + kAtomBytes;  // + mbarriers, + the slack for rounding the base up
+}
+
+template <typename T, int BM, int BN, int ST>
+void prepare_kernel() {
+  static std::atomic<bool> done{false};
+  if (!done.load(std::memory_order_acquire)) {
+    CK_CUDA(cudaFuncSetAttribute(igemm_wgmma_kernel<T, BM, BN, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 smem_bytes<BM, BN, ST>()));
+    done.store(true, std::memory_order_release);
+  }
+}
+
+template <typename T, int BM, int BN, int ST>
+void launch_tile(const TcArgs& a, dim3 grid, cudaStream_t stream, bool /*aligned: always, see run()*/) {
+  prepare_kernel<T, BM, BN, ST>();
+  const CUtensorMap map = weight_map(a, std::is_same_v<T, __half> ? DType::f16 : DType::bf16, BN);
+  igemm_wgmma_kernel<T, BM, BN, ST><<<grid, BM / 64 * 128, smem_bytes<BM, BN, ST>(), stream>>>(a, map);
+}
+
+template <typename T, int BM, int BN, int ST>
+int blocks_per_sm_of_tile() {
+  static std::atomic<int> cached{0};
+  int n = cached.load(std::memory_order_relaxed);
+  if (n == 0) {
+    prepare_kernel<T, BM, BN, ST>();
+    CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, igemm_wgmma_kernel<T, BM, BN, ST>, BM / 64 * 128,
+                                                          smem_bytes<BM, BN, ST>()));
+    n = std::max(n, 1);
+    cached.store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+constexpr int kNumTiles = 6;
+
+template <typename T>
+const std::array<Tile, kNumTiles>& tiles() {
+  // 1, 2 or 4 warpgroups of 64 rows, 4 stages: one block per SM (128x256, 256x128, 128x128), two (128x64,
+  // 64x128) or three (64x64). NOTE: 3 stages (one load ahead) for two 128x128 blocks per SM ran 33% slower
+  // on 3x3 256@14 (H200), the second block did not make up for it.
+  // NOTE: wave_us and slice_us (per 64-element k stage) are a least-squares fit (relative error) of 169 bf16
+  // timings of every variant on the ResNet-50 and seed layers (H200, 2026-11-29, `convkit tune --verbose`;
+  // median error 5-15% per tile; the picks are within 1% of the best measured variant in geomean).
+  static const std::array<Tile, kNumTiles> t = {{
+      {128, 128, 8, 5.26, 0.568, launch_tile<T, 128, 128, 4>, blocks_per_sm_of_tile<T, 128, 128, 4>},
+      {128, 256, 8, 7.90, 0.810, launch_tile<T, 128, 256, 4>, blocks_per_sm_of_tile<T, 128, 256, 4>},
+      {256, 128, 16, 7.68, 1.002, launch_tile<T, 256, 128, 4>, blocks_per_sm_of_tile<T, 256, 128, 4>},
+      {128, 64, 8, 6.44, 0.537, launch_tile<T, 128, 64, 4>, blocks_per_sm_of_tile<T, 128, 64, 4>},
+      {64, 128, 4, 5.84, 0.489, launch_tile<T, 64, 128, 4>, blocks_per_sm_of_tile<T, 64, 128, 4>},
+      {64, 64, 4, 5.02, 0.478, launch_tile<T, 64, 64, 4>, blocks_per_sm_of_tile<T, 64, 64, 4>},
+  }};
+  return t;
+}
+
+template <typename T>
+TileSet tile_set() {
+  return {tiles<T>().data(), kNumTiles, kRowBytes, "cuda_igemm_wgmma", "CONVKIT_WGMMA_VARIANT"};
+}
+
+Plan plan_of(DType dt, const Shape& s, const std::string& variant) {
+  const int sms = sm_count_of_current_device();
+  return dt == DType::f16 ? choose_plan(tile_set<__half>(), s, sms, variant)
+                          : choose_plan(tile_set<__nv_bfloat16>(), s, sms, variant);
+}
+
+// Whether the current device runs sm_90a code: compute capability 9.0 exactly.
+Support require_sm90() {
+  static const Support s = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return Support::no("no usable CUDA device.");
+    }
+    if (major != 9 || minor != 0)
+      return Support::no("wgmma is sm_90a code (Hopper, compute capability 9.0); this GPU is compute capability " +
+                         std::to_string(major) + "." + std::to_string(minor) + ".");
+    return Support::yes();
+  }();
+  return s;
+}
+
+class CudaIgemmWgmma final : public CudaAlgorithm {
+ public:
+  std::string name() const override { return "cuda_igemm_wgmma"; }
+  std::string description() const override {
+    return "Hopper tensor-core implicit GEMM: wgmma.mma_async from 128-byte-swizzled shared memory, weights by "
+           "TMA, activations by cp.async, 4 stages, split-K, fused epilogue (f16/bf16; NHWC; sm_90a)";
+  }
+  Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
+    if (Support ok = require_tensor_core_config(cfg); !ok) return ok;
+    if (cfg.dtype == DType::f32)
+      return Support::no("tf32 is not offered: wgmma would read the fp32 operands from shared memory unrounded "
+                         "(convkit's tf32 rounds to nearest); cuda_igemm_mma runs tf32.");
+    if (p.c_per_group() % 8 != 0)
+      return Support::no("C/groups must be a multiple of 8 (16-byte chunks inside one filter tap); "
+                         "cuda_igemm_mma's general-C path runs the others.");
+    if (Support ok = tc_limits(p); !ok) return ok;
+    if (!cuda_present()) return Support::yes();  // (the device check needs a device; available() says no)
+    return require_sm90();
+  }
+  size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
+    return variant_workspace_bytes(p, cfg, "");
+  }
+  size_t variant_workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg, const std::string& v) const override {
+    if (!cuda_present() || !can_implement(p, cfg)) return 0;
+    return plan_of(cfg.dtype, shape_of(p, cfg.dtype, false), v).ws_bytes;
+  }
+  std::vector<std::string> variants(const Conv2dProblem& p, const ConvConfig& cfg) const override {
+    if (!cuda_present() || !can_implement(p, cfg)) return {};
+    const Shape s = shape_of(p, cfg.dtype, false);
+    const Plan chosen = plan_of(cfg.dtype, s, "");
+    std::vector<Plan> all = cfg.dtype == DType::f16
+                                ? candidate_plans(tile_set<__half>(), s, sm_count_of_current_device())
+                                : candidate_plans(tile_set<__nv_bfloat16>(), s, sm_count_of_current_device());
+    std::sort(all.begin(), all.end(), [](const Plan& x, const Plan& y) { return x.model_us < y.model_us; });
+    std::vector<std::string> out{chosen.variant()};
+    for (const Plan& q : all)
+      if (out.size() < 8 && q.variant() != chosen.variant()) out.push_back(q.variant());
+    return out;
+  }
+  std::string detail(const Conv2dProblem& p, const ConvConfig& cfg) const override {
+    if (!cuda_present() || !can_implement(p, cfg)) return {};
+    const Plan plan = plan_of(cfg.dtype, shape_of(p, cfg.dtype, false), "");
+    std::string d = "tile " + plan.tile->name();
+    if (plan.splits > 1)
+      d += ", split-K " + std::to_string(plan.splits) + " (partials " +
+           std::to_string((plan.ws_bytes + (1 << 20) - 1) >> 20) + " MiB)";
+    return d + ", " + std::to_string(plan.blocks) + " blocks on " + std::to_string(sm_count_of_current_device()) + " SMs";
+  }
+  void run(const ConvCall& call) const override {
+    const Conv2dProblem& pb = call.problem;
+    if (Support ok = can_implement(pb, call.config); !ok)
+      throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
+    const DType dt = call.config.dtype;
+    const Plan plan = plan_of(dt, shape_of(pb, dt, false), call.variant);  // (an unknown variant throws here)
+    check_residual_overlap(call.epilogue.residual, call.dst.data, call.dst.bytes());
+    if (plan.ws_bytes > 0 && (call.workspace == nullptr || call.workspace_bytes < plan.ws_bytes))
+      throw Error(StatusCode::invalid_tensor, name() + " needs " + std::to_string(plan.ws_bytes) +
+                                                  " bytes of workspace (split-K partials) but was given " +
+                                                  std::to_string(call.workspace == nullptr ? 0 : call.workspace_bytes) +
+                                                  ".");
+    const TcArgs a = make_tc_args(pb, dt, false, call.src, call.wei, call.dst, call.epilogue, plan.splits,
+                                  plan.tiles_per_split, plan.num_k_tiles, call.workspace, kBke);
+    if (!tc_operands_aligned(a, dt)) {
+      // NOTE: input or weights off a 16-byte boundary (a view into a larger buffer): cp.async needs whole
+      // aligned chunks, so cuda_igemm_mma's gather path computes it, unsplit (it needs no workspace then).
+      ConvCall fallback = call;
+      fallback.variant = "128x128w8/k1";
+      make_cuda_igemm_mma()->run(fallback);
+      return;
+    }
+    const Tile& t = *plan.tile;
+    const dim3 grid(unsigned(ceil_div(a.Mb, t.bm)), unsigned(ceil_div(a.Kpg, t.bn)),
+                    unsigned(int64_t(a.nb) * a.G * plan.splits));
+    t.launch(a, grid, as_stream(call.stream), true);
+    CK_LAUNCH("igemm_wgmma_kernel");
+    if (plan.splits > 1) launch_splitk_reduce(a, dt, as_stream(call.stream));
+  }
+};
+
+}  // namespace
+
+const Algorithm* make_cuda_igemm_wgmma() {
+  static CudaIgemmWgmma algo;
+  return &algo;
+}
+
+}  // namespace convkit::detail
