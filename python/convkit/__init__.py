@@ -5,7 +5,7 @@
     y = convkit.conv2d_per_sample(x, w_per_sample)         # a different filter bank for every sample
     model = convkit.nn.convert(model)                      # swap every nn.Conv2d for convkit.nn.Conv2d
     y = convkit.conv2d(x, w, padding=1, algo="autotune")   # time the candidates once, keep the winner (tune cache)
-    convkit.plan(x, w, padding=1)                          # ("cuda_igemm_mma", "nhwc"): what conv2d would run,
+    convkit.plan(x, w, padding=1)                          # ("cuda_igemm_wgmma", "nhwc"): what conv2d would run,
                                                            # with .variant and .source ("tune cache"/"heuristic")
 
 The operators are torch.ops.convkit.{conv2d, conv2d_per_sample, vector_add, silu, csr_matvec}; they have
