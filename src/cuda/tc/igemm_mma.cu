@@ -44,10 +44,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <climits>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -428,7 +425,7 @@ void launch(const Conv2dProblem& pb, DType dt, bool per_sample, const TensorView
     throw Error(StatusCode::invalid_tensor, "cuda_igemm_mma needs " + std::to_string(plan.ws_bytes) +
                                                 " bytes of workspace (split-K partials) but was given " +
                                                 std::to_string(workspace == nullptr ? 0 : workspace_bytes) + ".");
-  const MmaArgs a = make_tc_args(pb, dt, per_sample, src, wei, dst, e, plan.splits, plan.tiles_per_split,
+  const MmaArgs a = make_tc_args(pb, per_sample, src, wei, dst, e, plan.splits, plan.tiles_per_split,
                                  plan.num_k_tiles, workspace, kBkBytes / int(dtype_size(dt)));
   const bool aligned = tc_operands_aligned(a, dt);
   const Tile& t = *plan.tile;

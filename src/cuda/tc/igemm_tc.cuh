@@ -400,7 +400,7 @@ inline Support tc_limits(const Conv2dProblem& p) {
 }
 
 // The kernel arguments of one launch: bke = k elements per pipeline stage (for the tap-walk increments).
-inline TcArgs make_tc_args(const Conv2dProblem& pb, DType dt, bool per_sample, const TensorView& src,
+inline TcArgs make_tc_args(const Conv2dProblem& pb, bool per_sample, const TensorView& src,
                            const TensorView& wei, const TensorView& dst, const Epilogue& e, int splits,
                            int tiles_per_split, int num_k_tiles, void* ws, int bke) {
   TcArgs a{};
@@ -445,7 +445,6 @@ inline TcArgs make_tc_args(const Conv2dProblem& pb, DType dt, bool per_sample, c
   a.adv_r = bke / (a.Cg * a.S);
   a.vec_ok = a.K % 8 == 0 && a.Kpg % 8 == 0 && reinterpret_cast<uintptr_t>(dst.data) % 16 == 0 &&
              reinterpret_cast<uintptr_t>(e.residual) % 16 == 0 && reinterpret_cast<uintptr_t>(a.ws) % 16 == 0;
-  (void)dt;
   return a;
 }
 

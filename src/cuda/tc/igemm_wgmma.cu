@@ -557,7 +557,7 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
                                                   " bytes of workspace (split-K partials) but was given " +
                                                   std::to_string(call.workspace == nullptr ? 0 : call.workspace_bytes) +
                                                   ".");
-    const TcArgs a = make_tc_args(pb, dt, false, call.src, call.wei, call.dst, call.epilogue, plan.splits,
+    const TcArgs a = make_tc_args(pb, false, call.src, call.wei, call.dst, call.epilogue, plan.splits,
                                   plan.tiles_per_split, plan.num_k_tiles, call.workspace, kBke);
     if (!tc_operands_aligned(a, dt)) {
       // NOTE: input or weights off a 16-byte boundary (a view into a larger buffer): cp.async needs whole
