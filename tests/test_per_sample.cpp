@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "common/element.hpp"
 #include "convkit/convkit.hpp"
 #include "convkit/per_sample.hpp"
 
@@ -109,7 +110,77 @@ void run_case(const Case& cs, Layout l, Device dev) {
         << " vs " << want[i];
 }
 
+// f16/bf16 NHWC on CUDA (the tensor-core per-sample modes). Small integers: every product and partial sum
+// is exact in the fp32 accumulators, so the output's one rounding to the 16-bit type is the reference's
+// (cpu_ref in fp32, exact, then rounded to nearest even).
+const Case kLowpCases[] = {
+    {"n3c16h9w7k24r3s3p1u1", false, false, Activation::none},      // cuda_igemm_wgmma on Hopper (C % 8 == 0)
+    {"n2c32h11w13k40r3s3p1u2", true, false, Activation::relu},     // stride 2, bias + relu in registers
+    {"n2c16h9w9k16r3s3p2u1d2g2", true, true, Activation::none},    // groups, dilation, residual
+    {"n4c16h7w7k8r1s1", false, true, Activation::relu},            // 1x1
+    {"n2c8h6w6k20r3s3p4", true, true, Activation::relu},           // K % 8 != 0, padding > R/2
+    {"n2c64h20w20k72r3s3p1", true, false, Activation::relu},       // several m and n tiles, 9 k stages
+    {"n3c5h9w7k6r3s3p1u1", true, false, Activation::none},         // C % 8 != 0: cuda_igemm_mma's general C
+    {"n1c4h12w12k9r7s7p3u2", true, true, Activation::none},        // 7x7 stride 2, batch 1
+};
+
+std::vector<unsigned char> to_bytes(const std::vector<float>& v, DType dt) {
+  std::vector<unsigned char> b(v.size() * dtype_size(dt));
+  for (size_t i = 0; i < v.size(); ++i) detail::store_from_double(b.data(), dt, int64_t(i), v[i]);
+  return b;
+}
+
+void run_case_lowp(const Case& cs, DType dt) {
+  const Conv2dProblem pb = Conv2dProblem::parse(cs.spec);
+  std::mt19937 rng(11);
+  auto x = small_ints(pb.input_elems(), rng);
+  auto w = small_ints(pb.n * pb.weight_elems(), rng);
+  auto bias = small_ints(pb.n * pb.k, rng, -5, 5);
+  auto res = small_ints(pb.output_elems(), rng, -5, 5);
+  const std::vector<float> want =
+      reference(pb, Layout::nhwc, x, w, cs.with_bias ? &bias : nullptr, cs.with_res ? &res : nullptr, cs.act);
+  const std::vector<unsigned char> want_b = to_bytes(want, dt);
+
+  auto up = [&](const std::vector<float>& v) {
+    const std::vector<unsigned char> b = to_bytes(v, dt);
+    Buffer d(Device::cuda, b.size());
+    d.copy_from_host(b.data(), b.size());
+    return d;
+  };
+  Buffer dx = up(x), dw = up(w), db = up(bias), dr = up(res);
+  Buffer dy(Device::cuda, want_b.size());
+  dy.fill_bytes(0xFF);  // poison: NaN in both 16-bit types
+  auto tv = [&](Buffer& b, std::array<int64_t, 4> dims) {
+    TensorView t;
+    t.data = b.data();
+    t.dtype = dt;
+    t.layout = Layout::nhwc;
+    t.device = Device::cuda;
+    t.dims = dims;
+    return t;
+  };
+  Epilogue e;
+  e.activation = cs.act;
+  if (cs.with_bias) e.bias = db.data();
+  if (cs.with_res) e.residual = dr.data();
+  conv2d_per_sample(pb, tv(dx, input_dims(pb)), tv(dw, per_sample_weight_dims(pb)), tv(dy, output_dims(pb)), e);
+  device_synchronize(Device::cuda);
+  std::vector<unsigned char> got(want_b.size());
+  dy.copy_to_host(got.data(), got.size());
+  const size_t es = dtype_size(dt);
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(std::memcmp(&got[i * es], &want_b[i * es], es), 0)
+        << cs.spec << " " << to_string(dt) << " element " << i << ": "
+        << detail::load_as_double(got.data(), dt, int64_t(i)) << " vs " << want[i];
+}
+
 }  // namespace
+
+TEST(PerSample, CudaHalfTypesNhwcExact) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const Case& cs : kLowpCases) run_case_lowp(cs, dt);
+}
 
 TEST(PerSample, CpuMatchesRefPerSampleExact) {
   for (const Case& cs : kCases)

@@ -755,11 +755,6 @@ bool is_tensor_core_algo(const Algorithm& a) {
   return tc && !strict;
 }
 
-// The tensor-core kernels that do not take tf32 by design: cuda_igemm_wgmma (wgmma would read the fp32
-// operands from shared memory unrounded; convkit's tf32 rounds to nearest) leaves it to cuda_igemm_mma.
-// Every other required tensor-core algorithm must take tf32.
-bool tf32_left_to_another(const std::string& name) { return name == "cuda_igemm_wgmma"; }
-
 class Tc : public ::testing::TestWithParam<TcParam> {
  protected:
   const Algorithm& algo() const { return *GetParam().algo; }
@@ -772,11 +767,9 @@ class Tc : public ::testing::TestWithParam<TcParam> {
                 t.first_reason.c_str());
   }
   // Nothing ran: a failure for a required tensor-core algorithm (it must take every configuration, tf32
-  // excepted for the kernels that leave it to another, see tf32_left_to_another), a skip with the reason
-  // otherwise.
+  // included), a skip with the reason otherwise.
   bool nothing_ran_is_failure(const Tally& t) const {
-    return t.problems == 0 && ckt::is_required(algo().name()) && is_tensor_core_algo(algo()) &&
-           !(kConfigs[config()].cfg.dtype == DType::f32 && tf32_left_to_another(algo().name()));
+    return t.problems == 0 && ckt::is_required(algo().name()) && is_tensor_core_algo(algo());
   }
 };
 
@@ -943,8 +936,7 @@ TEST_P(Tc, QuickSanitizerSubset) {
 
 TEST(TensorCoreDiscovery, RequiredAlgorithmsAndWhoAcceptsWhat) {
   // Every name in CONVKIT_REQUIRE_ALGOS must be registered; then (GPU) the acceptance matrix is printed,
-  // and a required tensor-core algorithm must accept each of the three configurations somewhere (tf32
-  // excepted where tf32_left_to_another says so).
+  // and a required tensor-core algorithm must accept each of the three configurations somewhere.
   for (const std::string& name : ckt::required_algos())
     EXPECT_NE(find_algorithm(name), nullptr) << "CONVKIT_REQUIRE_ALGOS names '" << name << "', which is not registered";
   TC_REQUIRE_GPU();
@@ -968,8 +960,7 @@ TEST(TensorCoreDiscovery, RequiredAlgorithmsAndWhoAcceptsWhat) {
       std::printf("  %-8s %-24s accepts %2d of %d problems%s%s\n", kConfigs[ci].name, a->name().c_str(), yes, total,
                   why.empty() ? "" : "; e.g. rejects ", why.c_str());
       if (yes > 0 && !a->is_peer()) who.push_back(a->name());
-      if (ckt::is_required(a->name()) && is_tensor_core_algo(*a) &&
-          !(kConfigs[ci].cfg.dtype == DType::f32 && tf32_left_to_another(a->name()))) {
+      if (ckt::is_required(a->name()) && is_tensor_core_algo(*a)) {
         EXPECT_GT(yes, 0) << a->name() << " is a required tensor-core algorithm but rejects every " << kConfigs[ci].name
                           << " NHWC problem; e.g. " << why;
       }

@@ -18,6 +18,7 @@
 #include "core/per_sample_hooks.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/tc/igemm_mma.hpp"
+#include "cuda/tc/igemm_wgmma.hpp"
 
 namespace convkit::detail {
 namespace {
@@ -168,7 +169,13 @@ void launch(const Params& p, const TensorView& src, const TensorView& wei, const
 
 void cuda_conv2d_per_sample(const Conv2dProblem& pb, const TensorView& src, const TensorView& wei,
                             const TensorView& dst, const Epilogue& epi, void* stream) {
-  // f16/bf16 NHWC: the tensor-core implicit GEMM in its per-sample mode (grid.z walks the samples).
+  // f16/bf16 NHWC: a tensor-core implicit GEMM in its per-sample mode (grid.z walks the samples): the
+  // Hopper kernel where it applies (compute capability 9.0, C/groups % 8 == 0, 16-byte aligned), else
+  // cuda_igemm_mma's (any C).
+  if (wgmma_per_sample_supported(pb, src, wei)) {
+    wgmma_per_sample(pb, src, wei, dst, epi, stream);
+    return;
+  }
   if (mma_per_sample_supported(pb, src)) {
     mma_per_sample(pb, src, wei, dst, epi, stream);
     return;

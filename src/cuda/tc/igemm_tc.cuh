@@ -256,7 +256,11 @@ struct Tile {
   double wave_us, slice_us;
   LaunchFn launch;
   OccFn blocks_per_sm;
-  std::string name() const { return std::to_string(bm) + "x" + std::to_string(bn) + "w" + std::to_string(warps); }
+  int stages = 0;  // pipeline depth, named ("128x128w8s3") only where a tile comes in more than one depth
+  std::string name() const {
+    return std::to_string(bm) + "x" + std::to_string(bn) + "w" + std::to_string(warps) +
+           (stages > 0 ? "s" + std::to_string(stages) : std::string());
+  }
 };
 
 // A kernel's tile table, the k depth of its pipeline stages, and the names it answers to.
@@ -340,18 +344,26 @@ inline std::vector<Plan> candidate_plans(const TileSet& ts, const Shape& s, int 
   return out;
 }
 
-// A variant's name read as numbers ("128x64w4/k2"), so that run() compares integers, not strings.
+// A variant's name read as numbers ("128x64w4/k2", "128x128w8s3/k1"), so that run() compares integers, not
+// strings.
 struct VariantId {
-  int bm = 0, bn = 0, warps = 0, splits = 0;  // splits == 0: none
+  int bm = 0, bn = 0, warps = 0, stages = 0, splits = 0;  // splits == 0: none
   static VariantId parse(const char* v) {
     VariantId id;
+    int used = 0;
+    if (std::sscanf(v, "%dx%dw%d%n", &id.bm, &id.bn, &id.warps, &used) != 3) return {};
+    const char* rest = v + used;
+    if (*rest == 's') {
+      if (std::sscanf(rest, "s%d%n", &id.stages, &used) != 1 || id.stages < 1) return {};
+      rest += used;
+    }
     char tail = 0;
-    if (std::sscanf(v, "%dx%dw%d/k%d%c", &id.bm, &id.bn, &id.warps, &id.splits, &tail) != 4 || id.splits < 1)
-      return {};
+    if (std::sscanf(rest, "/k%d%c", &id.splits, &tail) != 1 || id.splits < 1) return {};
     return id;
   }
   bool matches(const Plan& p) const {
-    return splits == p.splits && bm == p.tile->bm && bn == p.tile->bn && warps == p.tile->warps;
+    return splits == p.splits && bm == p.tile->bm && bn == p.tile->bn && warps == p.tile->warps &&
+           stages == p.tile->stages;
   }
 };
 

@@ -47,14 +47,16 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
 #include "cuda/tc/igemm_tc.cuh"
+#include "cuda/tc/igemm_wgmma.hpp"
 
 namespace convkit::detail {
 namespace {
 
-constexpr int kRowBytes = 128;           // one stage's k depth per row: 64 16-bit elements, one swizzle row
+constexpr int kRowBytes = 128;           // one stage's k depth per row: one swizzle row
 constexpr int kChunks = kRowBytes / 16;  // 16-byte chunks per row
-constexpr int kBke = 64;                 // k elements per stage
 constexpr int kAtomBytes = 1024;         // 8 rows: the 128-byte swizzle's period
+// k elements per stage: 64 16-bit elements, 32 fp32 (tf32) ones; a chunk holds 8 or 4.
+constexpr int bke_of(int elem_bytes) { return kRowBytes / elem_bytes; }
 
 // ---- PTX wrappers (sm_90a) -----------------------------------------------------------------------
 
@@ -122,12 +124,47 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_
                  : CK_WGMMA_OPS##N                                                                      \
                  : "l"(da), "l"(db), "r"(1));                                                           \
   }
+// tf32 (fp32 tensors): k8 per instruction (the same 32 bytes of k as k16 in 16-bit types); no transpose
+// operands (K-major is the only layout for tf32).
+#define CK_WGMMA_SS_TF32(N)                                                                                \
+  template <>                                                                                            \
+  __device__ __forceinline__ void wgmma_ss<float, N>(float(&d)[N / 2], uint64_t da, uint64_t db) {       \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " CK_WGMMA_SCALE##N ", 0;\n"                         \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {" CK_WGMMA_D##N "}, "            \
+                 CK_WGMMA_DESC##N ", p, 1, 1;\n}\n"                                                        \
+                 : CK_WGMMA_OPS##N                                                                      \
+                 : "l"(da), "l"(db), "r"(1));                                                           \
+  }
 CK_WGMMA_SS(__half, "f16", 64)
 CK_WGMMA_SS(__nv_bfloat16, "bf16", 64)
 CK_WGMMA_SS(__half, "f16", 128)
 CK_WGMMA_SS(__nv_bfloat16, "bf16", 128)
 CK_WGMMA_SS(__half, "f16", 256)
 CK_WGMMA_SS(__nv_bfloat16, "bf16", 256)
+CK_WGMMA_SS_TF32(64)
+CK_WGMMA_SS_TF32(128)
+CK_WGMMA_SS_TF32(256)
+
+// tf32 rounding, to nearest (ties away from zero, cvt.rna: convkit's tf32, as cuda_igemm_mma's). wgmma
+// would otherwise use fp32 operands as they are, which drops the low 13 mantissa bits (truncation).
+// (3 instructions on sm_90: the add and mask, skipped for inf/NaN.)
+__device__ __forceinline__ uint32_t tf32_bits(uint32_t f) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(f)));
+  return r;
+}
+// The 4 fp32 values of a 16-byte chunk of shared memory rounded to tf32 in place.
+__device__ __forceinline__ void round_chunk_tf32(uint32_t addr) {
+  uint32_t v[4];
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(addr)
+               : "memory");
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = tf32_bits(v[i]);
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+               : "memory");
+}
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -174,12 +211,28 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
 
 // ---- the kernel ------------------------------------------------------------------------------------
 // BM / 64 warpgroups; warpgroup w computes rows 64w..64w+63 of the BM x BN tile of one (batch entry, group,
-// k split), as one wgmma of 64 x BN per 16-element k step.
+// k split), as one wgmma of 64 x BN per 32 bytes of k (16 16-bit elements, 8 tf32).
+// T: __half, __nv_bfloat16, or float (tf32 math: each stage rounded to tf32 in shared memory first).
+// Batch entries: 1, or N with per-sample weights (entry b multiplies its image by weight rows b*K..).
 // Grid: x = m tiles, y = n tiles, z = (batch entry * G + group) * splits + split.
+template <int BM, int BN, int ST>
+constexpr int smem_bytes() {
+  return ST * (BM + BN) * kRowBytes + ST * 8 + kAtomBytes;  // + mbarriers, + the slack for rounding the base up
+}
+// The blocks per SM a tile is compiled for (__launch_bounds__): the 3-stage tiles exist to share an SM, so
+// they ask for as many as their shared memory allows (at most 3; registers then <= 64K / that many blocks'
+// threads); the 4-stage ones leave the register count to the compiler.
+template <int BM, int BN, int ST>
+constexpr int min_blocks() {
+  return ST == 3 ? std::min(3, (227 * 1024) / smem_bytes<BM, BN, ST>()) : 1;
+}
+
 template <typename T, int BM, int BN, int kStages>
-__global__ void __launch_bounds__(BM / 64 * 128) igemm_wgmma_kernel(const TcArgs a, const __grid_constant__ CUtensorMap wmap) {
+__global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())) igemm_wgmma_kernel(const TcArgs a, const __grid_constant__ CUtensorMap wmap) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kThreads = BM / 64 * 128;
+  constexpr bool kTf32 = std::is_same_v<T, float>;
+  constexpr int kBke = bke_of(int(sizeof(T))), kCe = 16 / int(sizeof(T));  // k per stage, per chunk
   constexpr int WN = BN < 256 ? BN : 256, NB = BN / WN;
   constexpr int kRowsPerPass = kThreads / kChunks;
   constexpr int kAIters = BM / kRowsPerPass;
@@ -226,10 +279,11 @@ __global__ void __launch_bounds__(BM / 64 * 128) igemm_wgmma_kernel(const TcArgs
       a_row[i] = a_h0[i] == kFar ? 0 : base[i] + (int64_t(a_h0[i]) * a.W + a_w0[i]) * a.C;
   }
   TapWalk tw;
-  tw.start(a, kt0 * kBke + chunk * 8);
-  // The weights: thread 0 issues one TMA box per stage (rows g*Kpg + n_block.., k from kt0*64); a box row
-  // past the group's Kpg reads the next group's weights, which only feed output columns never stored.
-  const int b_row0 = g * a.Kpg + n_block;
+  tw.start(a, kt0 * kBke + chunk * kCe);
+  // The weights: thread 0 issues one TMA box per stage (rows b*K + g*Kpg + n_block.., k from kt0*kBke); a
+  // box row past the group's Kpg reads the next group's weights, which only feed output columns never
+  // stored (b > 0 only with per-sample weights: the tensor map spans the N*K rows).
+  const int b_row0 = (a.nb > 1 ? b * a.K : 0) + g * a.Kpg + n_block;
   const uint32_t bars = smem_base + kStages * kStageBytes;  // kStages mbarriers, 8 bytes each
   if (tid == 0) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
@@ -273,7 +327,16 @@ __global__ void __launch_bounds__(BM / 64 * 128) igemm_wgmma_kernel(const TcArgs
   }
   const uint32_t a_wg = uint32_t(wg) * 64 * kRowBytes;  // this warpgroup's 64 rows of A
   for (int kt = 0; kt < nk; ++kt) {
+    const uint32_t sA = smem_base + (kt % kStages) * kStageBytes;
+    const uint32_t bar = bars + 8 * (kt % kStages), parity = uint32_t(kt / kStages) & 1;
     cp_async_wait<kStages - 3>();  // this thread's copies of stage kt have landed ...
+    if constexpr (kTf32) {
+      // ... (tf32) are rounded in place (the weights were rounded once, before the launch) ...
+      // NOTE: 14 instructions per 16-byte chunk. The first version rounded the weights here too, each
+      // block its own copy of every stage: tf32 ResNet-50 0.58x cuDNN (instruction-bound).
+#pragma unroll
+      for (int i = 0; i < kAIters; ++i) round_chunk_tf32(sA + (row0 + i * kRowsPerPass) * kRowBytes + swz);
+    }
     fence_proxy_async();           // ... are visible to the tensor cores ...
     __syncthreads();               // ... and so are everyone's; every wgmma of stage kt-2 has retired
     {
@@ -281,14 +344,13 @@ __global__ void __launch_bounds__(BM / 64 * 128) igemm_wgmma_kernel(const TcArgs
       if (next < nk) load_stage(next);
       cp_async_commit();
     }
-    mbar_wait(bars + 8 * (kt % kStages), uint32_t(kt / kStages) & 1);  // and its weights (TMA)
-    const uint32_t sA = smem_base + (kt % kStages) * kStageBytes;
+    mbar_wait(bar, parity);  // and its weights (TMA)
     const uint64_t da = smem_desc(sA + a_wg), db = smem_desc(sA + kAStage);
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kBke / 16; ++kk)
+    for (int kk = 0; kk < kRowBytes / 32; ++kk)
 #pragma unroll
       for (int nb = 0; nb < NB; ++nb)
         wgmma_ss<T, WN>(acc[nb], da + 2 * kk, db + uint64_t(nb * WN * kRowBytes / 16) + 2 * kk);
@@ -306,6 +368,7 @@ __global__ void __launch_bounds__(BM / 64 * 128) igemm_wgmma_kernel(const TcArgs
   // ---- the epilogue.
   const int lane = tid & 31, wq = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
   const int row = wg * 64 + wq * 16 + gq;  // this thread's rows: row and row + 8; columns 8j + 2tq, +1
+  if constexpr (!kTf32) {
   if (a.ws == nullptr && a.residual == nullptr && a.alpha == 1.0f &&
       (a.act == Activation::none || a.act == Activation::relu)) {
     // The common fused forms (conv, + bias, + relu; not a split-K partial): bias and relu are applied in
@@ -314,6 +377,7 @@ __global__ void __launch_bounds__(BM / 64 * 128) igemm_wgmma_kernel(const TcArgs
     // NOTE: only these forms: with every activation inlined at each of the 64-128 accumulator pairs (the
     // first version) the code outgrew the instruction cache and the 128x256 tile ran 3.5x slower on
     // 1x1 64->256 at 56x56 (H200).
+    // (16-bit outputs only: fp32 ones take the general path below, staging them in T would save nothing.)
     constexpr int CS = BN + 8;  // T row stride: (BN + 8) * 2 bytes puts a warp's 8 rows on distinct banks
     static_assert(BM * CS * 2 <= kStages * kStageBytes, "the output tile fits in the pipeline's shared memory");
     T* otile = reinterpret_cast<T*>(smem);
@@ -325,8 +389,9 @@ __global__ void __launch_bounds__(BM / 64 * 128) igemm_wgmma_kernel(const TcArgs
         const int col = nb * WN + j * 8 + tq * 2;
         const int n = n_block + col;
         const bool hb = bias != nullptr;
-        const float b0 = hb && n < a.Kpg ? elem_to_float<T>(bias[g * a.Kpg + n]) : 0.0f;
-        const float b1 = hb && n + 1 < a.Kpg ? elem_to_float<T>(bias[g * a.Kpg + n + 1]) : 0.0f;
+        const int64_t bk = int64_t(b) * a.bias_b_stride + g * a.Kpg + n;
+        const float b0 = hb && n < a.Kpg ? elem_to_float<T>(bias[bk]) : 0.0f;
+        const float b1 = hb && n + 1 < a.Kpg ? elem_to_float<T>(bias[bk + 1]) : 0.0f;
         const bool relu = a.act == Activation::relu;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -344,7 +409,7 @@ __global__ void __launch_bounds__(BM / 64 * 128) igemm_wgmma_kernel(const TcArgs
       const int64_t m = m_block + r;
       const int n0 = n_block + cc * 8;
       if (m >= a.Mb || n0 >= a.Kpg) continue;
-      const int64_t o = m * a.K + g * a.Kpg + n0;
+      const int64_t o = (int64_t(b) * a.Mb + m) * a.K + g * a.Kpg + n0;
       const T* v = &otile[r * CS + cc * 8];
       if (a.vec_ok && n0 + 8 <= a.Kpg) {
         *reinterpret_cast<uint4*>(dst + o) = *reinterpret_cast<const uint4*>(v);
@@ -353,6 +418,7 @@ __global__ void __launch_bounds__(BM / 64 * 128) igemm_wgmma_kernel(const TcArgs
       }
     }
     return;
+  }
   }
   // The general epilogue (residual, split-K partials): an fp32 BM x BN tile, then store_output_tile.
   constexpr int CS = BN + 8;  // fp32 row stride of the staged tile (padded: fewer conflicts)
@@ -371,6 +437,17 @@ __global__ void __launch_bounds__(BM / 64 * 128) igemm_wgmma_kernel(const TcArgs
 #else
   // Built for sm_90a only (see CMakeLists.txt); can_implement keeps other devices away.
   __trap();
+#endif
+}
+
+// tf32: the weights rounded once per call, into the workspace (the kernel's TMA reads them from there).
+__global__ void __launch_bounds__(256) round_to_tf32_kernel(const uint4* __restrict__ in, uint4* __restrict__ out,
+                                                            int64_t n4) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
+    const uint4 v = in[i];
+    out[i] = make_uint4(tf32_bits(v.x), tf32_bits(v.y), tf32_bits(v.z), tf32_bits(v.w));
+  }
 #endif
 }
 
@@ -393,27 +470,26 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// The weights as a 2-D tensor [K][Kg] (KRSC flattened), boxes of 64 k x box_rows rows, 128-byte swizzle.
-// (No allocation: run() calls this on every launch.)
+// The weights as a 2-D tensor [K*nb][Kg] (KRSC flattened; nb = N with per-sample weights), boxes of one
+// stage's k (128 bytes) x box_rows rows, 128-byte swizzle. (No allocation: run() calls this on every launch.)
 CUtensorMap weight_map(const TcArgs& a, DType dt, int box_rows) {
   CUtensorMap map;
+  const int es = int(dtype_size(dt));
   const cuuint64_t dims[2] = {cuuint64_t(a.Kg), cuuint64_t(int64_t(a.K) * a.nb)};
-  const cuuint64_t strides[1] = {cuuint64_t(a.Kg) * 2};  // bytes between rows (Kg % 8 == 0: a multiple of 16)
-  const cuuint32_t box[2] = {cuuint32_t(kBke), cuuint32_t(box_rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(a.Kg) * es};  // bytes between rows (Kg*es % 16 == 0, see can_implement)
+  const cuuint32_t box[2] = {cuuint32_t(bke_of(es)), cuuint32_t(box_rows)};
   const cuuint32_t estrides[2] = {1, 1};
+  const CUtensorMapDataType type = dt == DType::f16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                   : dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   const CUresult r = tensor_map_encoder()(
-      &map, dt == DType::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+      &map, type, 2,
       const_cast<void*>(a.wei), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw Error(StatusCode::cuda_error, "cuda_igemm_wgmma: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) +
                                             ") for the weights [" + std::to_string(a.K) + "][" + std::to_string(a.Kg) + "].");
   return map;
-}
-
-template <int BM, int BN, int ST>
-constexpr int smem_bytes() {
-  return ST * (BM + BN) * kRowBytes + ST * 8 + kAtomBytes;  // + mbarriers, + the slack for rounding the base up
 }
 
 template <typename T, int BM, int BN, int ST>
@@ -429,7 +505,8 @@ void prepare_kernel() {
 template <typename T, int BM, int BN, int ST>
 void launch_tile(const TcArgs& a, dim3 grid, cudaStream_t stream, bool /*aligned: always, see run()*/) {
   prepare_kernel<T, BM, BN, ST>();
-  const CUtensorMap map = weight_map(a, std::is_same_v<T, __half> ? DType::f16 : DType::bf16, BN);
+  const CUtensorMap map = weight_map(
+      a, std::is_same_v<T, __half> ? DType::f16 : std::is_same_v<T, float> ? DType::f32 : DType::bf16, BN);
   igemm_wgmma_kernel<T, BM, BN, ST><<<grid, BM / 64 * 128, smem_bytes<BM, BN, ST>(), stream>>>(a, map);
 }
 
@@ -447,23 +524,30 @@ int blocks_per_sm_of_tile() {
   return n;
 }
 
-constexpr int kNumTiles = 6;
+constexpr int kNumTiles = 8;
 
 template <typename T>
 const std::array<Tile, kNumTiles>& tiles() {
-  // 1, 2 or 4 warpgroups of 64 rows, 4 stages: one block per SM (128x256, 256x128, 128x128), two (128x64,
-  // 64x128) or three (64x64). NOTE: 3 stages (one load ahead) for two 128x128 blocks per SM ran 33% slower
-  // on 3x3 256@14 (H200), the second block did not make up for it.
-  // NOTE: wave_us and slice_us (per 64-element k stage) are a least-squares fit (relative error) of 169 bf16
+  // 1, 2 or 4 warpgroups of 64 rows. 4 stages: one block per SM (128x256, 256x128, 128x128), two (128x64,
+  // 64x128) or three (64x64). 3 stages (one load ahead), compiled for two 128x128 or three 128x64 blocks
+  // per SM (__launch_bounds__: <= 128 and <= 85 registers): a block's epilogue and pipeline fill overlap
+  // another's multiplies. They win on most layers with k <= 1152 (bf16 ResNet-50: 0.68x -> 0.69x cuDNN
+  // for this kernel alone, 1x1 64->64 at 56x56 0.0207 -> 0.0165 ms).
+  // NOTE: 3 stages for 128x128 once ran 33% slower (3x3 256@14): without the register bound the compiler
+  // used more than 128 registers, so the second block never fitted.
+  // NOTE: wave_us and slice_us (per 128-byte k stage) are a least-squares fit (relative error) of 191 bf16
   // timings of every variant on the ResNet-50 and seed layers (H200, 2026-11-29, `convkit tune --verbose`;
-  // median error 5-15% per tile; the picks are within 1% of the best measured variant in geomean).
+  // median error 6-12% per tile; the picks are within 2% of the best measured variant in geomean). tf32 and
+  // f16 use the same costs.
   static const std::array<Tile, kNumTiles> t = {{
-      {128, 128, 8, 5.26, 0.568, launch_tile<T, 128, 128, 4>, blocks_per_sm_of_tile<T, 128, 128, 4>},
-      {128, 256, 8, 7.90, 0.810, launch_tile<T, 128, 256, 4>, blocks_per_sm_of_tile<T, 128, 256, 4>},
-      {256, 128, 16, 7.68, 1.002, launch_tile<T, 256, 128, 4>, blocks_per_sm_of_tile<T, 256, 128, 4>},
-      {128, 64, 8, 6.44, 0.537, launch_tile<T, 128, 64, 4>, blocks_per_sm_of_tile<T, 128, 64, 4>},
-      {64, 128, 4, 5.84, 0.489, launch_tile<T, 64, 128, 4>, blocks_per_sm_of_tile<T, 64, 128, 4>},
-      {64, 64, 4, 5.02, 0.478, launch_tile<T, 64, 64, 4>, blocks_per_sm_of_tile<T, 64, 64, 4>},
+      {128, 128, 8, 5.28, 0.564, launch_tile<T, 128, 128, 4>, blocks_per_sm_of_tile<T, 128, 128, 4>},
+      {128, 256, 8, 7.51, 0.955, launch_tile<T, 128, 256, 4>, blocks_per_sm_of_tile<T, 128, 256, 4>},
+      {256, 128, 16, 7.36, 1.075, launch_tile<T, 256, 128, 4>, blocks_per_sm_of_tile<T, 256, 128, 4>},
+      {128, 64, 8, 5.55, 0.638, launch_tile<T, 128, 64, 4>, blocks_per_sm_of_tile<T, 128, 64, 4>},
+      {64, 128, 4, 5.24, 0.558, launch_tile<T, 64, 128, 4>, blocks_per_sm_of_tile<T, 64, 128, 4>},
+      {64, 64, 4, 4.12, 0.612, launch_tile<T, 64, 64, 4>, blocks_per_sm_of_tile<T, 64, 64, 4>},
+      {128, 128, 8, 6.84, 1.056, launch_tile<T, 128, 128, 3>, blocks_per_sm_of_tile<T, 128, 128, 3>, 3},
+      {128, 64, 8, 6.44, 1.116, launch_tile<T, 128, 64, 3>, blocks_per_sm_of_tile<T, 128, 64, 3>, 3},
   }};
   return t;
 }
@@ -475,8 +559,33 @@ TileSet tile_set() {
 
 Plan plan_of(DType dt, const Shape& s, const std::string& variant) {
   const int sms = sm_count_of_current_device();
-  return dt == DType::f16 ? choose_plan(tile_set<__half>(), s, sms, variant)
-                          : choose_plan(tile_set<__nv_bfloat16>(), s, sms, variant);
+  switch (dt) {
+    case DType::f16: return choose_plan(tile_set<__half>(), s, sms, variant);
+    case DType::bf16: return choose_plan(tile_set<__nv_bfloat16>(), s, sms, variant);
+    case DType::f32: break;
+  }
+  return choose_plan(tile_set<float>(), s, sms, variant);
+}
+
+std::vector<Plan> all_plans(DType dt, const Shape& s) {
+  const int sms = sm_count_of_current_device();
+  switch (dt) {
+    case DType::f16: return candidate_plans(tile_set<__half>(), s, sms);
+    case DType::bf16: return candidate_plans(tile_set<__nv_bfloat16>(), s, sms);
+    case DType::f32: break;
+  }
+  return candidate_plans(tile_set<float>(), s, sms);
+}
+
+// The workspace: the split-K partials, then (tf32) the weights rounded to tf32, at the first 256-byte
+// boundary after them (whatever the workspace's own alignment: 256 bytes of slack).
+size_t total_workspace(const Conv2dProblem& p, DType dt, const Plan& plan) {
+  if (dt != DType::f32) return plan.ws_bytes;
+  return plan.ws_bytes + 256 + size_t(p.k) * size_t(p.gemm_k()) * sizeof(float);
+}
+void* tf32_weights_of(void* workspace, const Plan& plan) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(workspace) + plan.ws_bytes;
+  return reinterpret_cast<void*>((end + 255) / 256 * 256);
 }
 
 // Whether the current device runs sm_90a code: compute capability 9.0 exactly.
@@ -506,12 +615,12 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
   }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (Support ok = require_tensor_core_config(cfg); !ok) return ok;
-    if (cfg.dtype == DType::f32)
-      return Support::no("tf32 is not offered: wgmma would read the fp32 operands from shared memory unrounded "
-                         "(convkit's tf32 rounds to nearest); cuda_igemm_mma runs tf32.");
-    if (p.c_per_group() % 8 != 0)
-      return Support::no("C/groups must be a multiple of 8 (16-byte chunks inside one filter tap); "
-                         "cuda_igemm_mma's general-C path runs the others.");
+    if (p.c_per_group() % (16 / int(dtype_size(cfg.dtype))) != 0)
+      return Support::no(cfg.dtype == DType::f32
+                             ? "C/groups must be a multiple of 4 for tf32 (16-byte chunks inside one filter tap); "
+                               "cuda_igemm_mma's general-C path runs the others."
+                             : "C/groups must be a multiple of 8 (16-byte chunks inside one filter tap); "
+                               "cuda_igemm_mma's general-C path runs the others.");
     if (Support ok = tc_limits(p); !ok) return ok;
     if (!cuda_present()) return Support::yes();  // (the device check needs a device; available() says no)
     return require_sm90();
@@ -521,15 +630,13 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
   }
   size_t variant_workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg, const std::string& v) const override {
     if (!cuda_present() || !can_implement(p, cfg)) return 0;
-    return plan_of(cfg.dtype, shape_of(p, cfg.dtype, false), v).ws_bytes;
+    return total_workspace(p, cfg.dtype, plan_of(cfg.dtype, shape_of(p, cfg.dtype, false), v));
   }
   std::vector<std::string> variants(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (!cuda_present() || !can_implement(p, cfg)) return {};
     const Shape s = shape_of(p, cfg.dtype, false);
     const Plan chosen = plan_of(cfg.dtype, s, "");
-    std::vector<Plan> all = cfg.dtype == DType::f16
-                                ? candidate_plans(tile_set<__half>(), s, sm_count_of_current_device())
-                                : candidate_plans(tile_set<__nv_bfloat16>(), s, sm_count_of_current_device());
+    std::vector<Plan> all = all_plans(cfg.dtype, s);
     std::sort(all.begin(), all.end(), [](const Plan& x, const Plan& y) { return x.model_us < y.model_us; });
     std::vector<std::string> out{chosen.variant()};
     for (const Plan& q : all)
@@ -543,6 +650,7 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
     if (plan.splits > 1)
       d += ", split-K " + std::to_string(plan.splits) + " (partials " +
            std::to_string((plan.ws_bytes + (1 << 20) - 1) >> 20) + " MiB)";
+    if (cfg.dtype == DType::f32) d += ", weights rounded to tf32 first";
     return d + ", " + std::to_string(plan.blocks) + " blocks on " + std::to_string(sm_count_of_current_device()) + " SMs";
   }
   void run(const ConvCall& call) const override {
@@ -552,13 +660,15 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
     const DType dt = call.config.dtype;
     const Plan plan = plan_of(dt, shape_of(pb, dt, false), call.variant);  // (an unknown variant throws here)
     check_residual_overlap(call.epilogue.residual, call.dst.data, call.dst.bytes());
-    if (plan.ws_bytes > 0 && (call.workspace == nullptr || call.workspace_bytes < plan.ws_bytes))
-      throw Error(StatusCode::invalid_tensor, name() + " needs " + std::to_string(plan.ws_bytes) +
-                                                  " bytes of workspace (split-K partials) but was given " +
+    const size_t need = total_workspace(pb, dt, plan);
+    if (need > 0 && (call.workspace == nullptr || call.workspace_bytes < need))
+      throw Error(StatusCode::invalid_tensor, name() + " needs " + std::to_string(need) +
+                                                  " bytes of workspace (split-K partials, tf32-rounded weights) "
+                                                  "but was given " +
                                                   std::to_string(call.workspace == nullptr ? 0 : call.workspace_bytes) +
                                                   ".");
-    const TcArgs a = make_tc_args(pb, false, call.src, call.wei, call.dst, call.epilogue, plan.splits,
-                                  plan.tiles_per_split, plan.num_k_tiles, call.workspace, kBke);
+    TcArgs a = make_tc_args(pb, false, call.src, call.wei, call.dst, call.epilogue, plan.splits,
+                            plan.tiles_per_split, plan.num_k_tiles, call.workspace, bke_of(int(dtype_size(dt))));
     if (!tc_operands_aligned(a, dt)) {
       // NOTE: input or weights off a 16-byte boundary (a view into a larger buffer): cp.async needs whole
       // aligned chunks, so cuda_igemm_mma's gather path computes it, unsplit (it needs no workspace then).
@@ -566,6 +676,19 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
       fallback.variant = "128x128w8/k1";
       make_cuda_igemm_mma()->run(fallback);
       return;
+    }
+    if (dt == DType::f32) {
+      // tf32: the weights rounded to tf32 once, into the workspace after the partials (the kernel rounds
+      // the activations itself, stage by stage in shared memory).
+      // NOTE: a pass over the weights per call (at most 9.4 MB in ResNet-50) instead of every block
+      // rounding its own copy of every weight stage.
+      void* rounded = tf32_weights_of(call.workspace, plan);
+      const int64_t n4 = int64_t(pb.k) * pb.gemm_k() / 4;  // (C/groups % 4 == 0)
+      const unsigned blocks = unsigned(std::min<int64_t>(ceil_div(n4, 256), 132 * 8));
+      round_to_tf32_kernel<<<blocks, 256, 0, as_stream(call.stream)>>>(static_cast<const uint4*>(a.wei),
+                                                                      static_cast<uint4*>(rounded), n4);
+      CK_LAUNCH("round_to_tf32_kernel");
+      a.wei = rounded;
     }
     const Tile& t = *plan.tile;
     const dim3 grid(unsigned(ceil_div(a.Mb, t.bm)), unsigned(ceil_div(a.Kpg, t.bn)),
@@ -577,6 +700,32 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
 };
 
 }  // namespace
+
+bool wgmma_per_sample_supported(const Conv2dProblem& p, const TensorView& src, const TensorView& wei) {
+  if (src.device != Device::cuda || src.layout != Layout::nhwc) return false;
+  if (src.dtype != DType::f16 && src.dtype != DType::bf16) return false;
+  if (p.c_per_group() % 8 != 0 || !tc_limits(p) || p.n * p.groups > 65535) return false;
+  if (reinterpret_cast<uintptr_t>(src.data) % 16 != 0 || reinterpret_cast<uintptr_t>(wei.data) % 16 != 0) return false;
+  if (int64_t(p.n) * p.k > INT_MAX) return false;  // the tensor map's row coordinate
+  return bool(require_sm90());
+}
+
+void wgmma_per_sample(const Conv2dProblem& p, const TensorView& src, const TensorView& wei, const TensorView& dst,
+                      const Epilogue& e, void* stream) {
+  // NOTE: never split k here (as cuda_igemm_mma's per-sample mode): the batch already gives N times the
+  // blocks of one image, and a per-sample call has no workspace.
+  const DType dt = src.dtype;
+  const Shape s = shape_of(p, dt, true);
+  Plan plan = plan_of(dt, s, "");
+  if (plan.splits > 1) plan = plan_of(dt, s, plan.tile->name() + "/k1");
+  check_residual_overlap(e.residual, dst.data, dst.bytes());
+  const TcArgs a = make_tc_args(p, true, src, wei, dst, e, 1, plan.num_k_tiles, plan.num_k_tiles, nullptr,
+                                bke_of(int(dtype_size(dt))));
+  const Tile& t = *plan.tile;
+  const dim3 grid(unsigned(ceil_div(a.Mb, t.bm)), unsigned(ceil_div(a.Kpg, t.bn)), unsigned(int64_t(a.nb) * a.G));
+  t.launch(a, grid, as_stream(stream), true);
+  CK_LAUNCH("igemm_wgmma_kernel (per-sample)");
+}
 
 const Algorithm* make_cuda_igemm_wgmma() {
   static CudaIgemmWgmma algo;
