@@ -1,36 +1,43 @@
-// cuda_igemm_wgmma: Hopper's warpgroup MMA (wgmma.mma_async) fed by a 4-stage pipeline into 128-byte-
-// swizzled shared memory: activations gathered by cp.async, weights by the tensor memory accelerator (TMA)
-// (fp16 / bf16 tensors, fp32 accumulation; NHWC activations, KRSC weights).
+// cuda_igemm_wgmma: Hopper's warpgroup MMA (wgmma.mma_async) fed by a multi-stage pipeline into 128-byte-
+// swizzled shared memory: activations gathered by cp.async (or by TMA where they are a plain matrix),
+// weights by the tensor memory accelerator (TMA). fp16 / bf16 tensors, and fp32 tensors in tf32 math;
+// fp32 accumulation; NHWC activations, KRSC weights; per-sample weights (conv2d_per_sample) too.
 // sm_90a only: built as its own object with -gencode arch=compute_90a,code=sm_90a, and it runs only on
 // devices of compute capability 9.0 (H100, H200).
 //
 // What it adds over cuda_igemm_mma (one idea: Hopper's own tensor-core path):
-//  - wgmma.mma_async: a warpgroup (4 consecutive warps) multiplies a 64 x N x 16 tile with both operands
-//    read by the tensor cores straight from shared memory through 64-bit matrix descriptors (no ldmatrix,
-//    no operand registers), and it is asynchronous: one group of wgmmas stays in flight while the warps
-//    pass the next barrier and issue the next stage's loads (wgmma.wait_group 1);
-//  - shared memory in the layout wgmma reads with the 128-byte swizzle: rows of 64 k elements (128 bytes),
-//    16-byte chunk c of row r stored at chunk c ^ (r % 8), 8-row atoms 1024 bytes apart (the descriptor's
-//    stride); a k step of 16 elements is a 32-byte move of the descriptor's start address;
+//  - wgmma.mma_async: a warpgroup (4 consecutive warps) multiplies a 64 x N x 32-byte tile (k16 for 16-bit
+//    types, k8 for tf32) with both operands read by the tensor cores straight from shared memory through
+//    64-bit matrix descriptors (no ldmatrix, no operand registers), and it is asynchronous: one group of
+//    wgmmas stays in flight while the warps pass the next barrier and issue the next stage's loads
+//    (wgmma.wait_group 1);
+//  - shared memory in the layout wgmma reads with the 128-byte swizzle: rows of 128 bytes of k (64 16-bit
+//    or 32 fp32 elements), 16-byte chunk c of row r stored at chunk c ^ (r % 8), 8-row atoms 1024 bytes
+//    apart (the descriptor's stride); an instruction's k step is a 32-byte move of the start address;
 //  - the weights, a plain [K][R*S*C] matrix, arrive by TMA: one thread issues one box copy per stage (the
-//    tensor map's 128-byte swizzle is wgmma's) completing on an mbarrier; only the im2col gather of the
-//    activations is left to the threads, with one 64-bit window offset per stage shared by all their rows;
-//  - k stages of 64 elements instead of 32: half the barriers per multiply;
-//  - the short epilogue (bias, relu) in registers, staged in the output type.
+//    tensor map's 128-byte swizzle is wgmma's) completing on an mbarrier; the im2col gather of the
+//    activations is left to the threads, with one 64-bit window offset per stage shared by all their rows,
+//    except for 1x1, stride-1, unpadded, one-group convolutions, whose activations are a plain [N*H*W][C]
+//    matrix and come by TMA too;
+//  - 128-byte k stages instead of 64: half the barriers per multiply;
+//  - the short epilogue (bias, relu) in registers, staged in the output type;
+//  - tf32: wgmma would use fp32 operands as they are (the low 13 mantissa bits dropped: truncation); convkit's
+//    tf32 rounds to nearest, so the weights are rounded once per call into the workspace and each stage of
+//    activations is rounded in shared memory by the threads before it is published.
 // Ordering: each thread's cp.async copies are made visible to the tensor cores (the async proxy) with
-// fence.proxy.async.shared::cta before the barrier that publishes the stage; the weights' mbarrier phase is
+// fence.proxy.async.shared::cta before the barrier that publishes the stage; the TMA's mbarrier phase is
 // awaited by every thread; a slot is refilled only after every warpgroup's wgmma.wait_group has retired the
 // multiply that read it.
 // The filter-tap walk, the general epilogue staged through shared memory, split-K and its reduce are
 // cuda_igemm_mma's (igemm_tc.cuh).
-// Not here (cuda_igemm_mma runs them): C/groups % 8 != 0 (the 3-channel stem: the general-C gather path),
-// tf32 (wgmma reads the fp32 operands from shared memory as they are: no round-to-nearest on the way in),
-// tensors not 16-byte aligned (run() hands them to cuda_igemm_mma), per-sample weights.
+// Not here (cuda_igemm_mma runs them): C/groups % 8 != 0 (% 4 for tf32; the 3-channel stem: the general-C
+// gather path), tensors not 16-byte aligned (run() hands them to cuda_igemm_mma).
 //
-// measured (H200, 2026-11-29, bf16 NHWC batch 32, tuned variants, vs cuDNN in the same process; docs/perf.md):
-// see docs/kernels.md for the steps: cp.async for both operands 0.57x ResNet-50 geomean (the loader's 294
+// measured (H200, 2026-11-29, batch 32, tuned variants, vs cuDNN in the same process; docs/perf.md): see
+// docs/kernels.md for the steps: cp.async for both operands 0.57x bf16 ResNet-50 geomean (the loader's 294
 // instructions per warp per stage set the pace: 0.33 IPC); TMA weights and the lean gather 0.61x (seed000
-// 0.650 -> 0.508 ms); the register epilogue 0.68x (best convkit per layer 0.71x); seed000 0.484 ms.
+// 0.650 -> 0.508 ms); the register epilogue 0.68x; 3-stage tiles at 2-3 blocks per SM 0.69x; activations of
+// the 1x1 layers by TMA 0.70x -> 0.74x (heuristic variants). tf32 0.49x (cuda_igemm_mma) -> 0.62x.
 #include <cuda.h>  // CUtensorMap (the driver's encoder is reached through the runtime: no -lcuda)
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
@@ -228,7 +235,8 @@ constexpr int min_blocks() {
 }
 
 template <typename T, int BM, int BN, int kStages>
-__global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())) igemm_wgmma_kernel(const TcArgs a, const __grid_constant__ CUtensorMap wmap) {
+__global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())) igemm_wgmma_kernel(const TcArgs a, const __grid_constant__ CUtensorMap wmap,
+                                                                     const __grid_constant__ CUtensorMap amap) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kThreads = BM / 64 * 128;
   constexpr bool kTf32 = std::is_same_v<T, float>;
@@ -284,9 +292,14 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
   // box row past the group's Kpg reads the next group's weights, which only feed output columns never
   // stored (b > 0 only with per-sample weights: the tensor map spans the N*K rows).
   const int b_row0 = (a.nb > 1 ? b * a.K : 0) + g * a.Kpg + n_block;
+  // A by TMA (a.a_by_tma: 1x1, stride 1, no padding, one group): rows b*Mb + m_block.. of the [N*H*W][C]
+  // activation matrix (rows past the image belong to output rows never stored; past the tensor, zeros).
+  const bool a_tma = a.a_by_tma;
+  const int a_row0 = int(int64_t(b) * a.Mb + m_block);  // (< 2^31: run() checks N*H*W)
   const uint32_t bars = smem_base + kStages * kStageBytes;  // kStages mbarriers, 8 bytes each
   if (tid == 0) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
+    if (a_tma) asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&amap)) : "memory");
     for (int s = 0; s < kStages; ++s) mbar_init(bars + 8 * s, 1);
     mbar_init_fence();
   }
@@ -299,9 +312,11 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
     const int slot = stage % kStages;
     const uint32_t sA = smem_base + slot * kStageBytes, sB = sA + kAStage;
     if (tid == 0) {
-      mbar_arrive_expect_tx(bars + 8 * slot, kBBytes);
+      mbar_arrive_expect_tx(bars + 8 * slot, kBBytes + (a_tma ? uint32_t(kAStage) : 0u));
       tma_load_2d(sB, &wmap, (kt0 + stage) * kBke, b_row0, bars + 8 * slot);
+      if (a_tma) tma_load_2d(sA, &amap, (kt0 + stage) * kBke, a_row0, bars + 8 * slot);
     }
+    if (a_tma) return;
     const bool k_ok = tw.r < a.R;  // k < Kg
     const int dh = tw.r * a.dil_h, dw = tw.s * a.dil_w;
     const int64_t tap = (int64_t(dh) * a.W + dw) * a.C + tw.c;
@@ -331,9 +346,11 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
     const uint32_t bar = bars + 8 * (kt % kStages), parity = uint32_t(kt / kStages) & 1;
     cp_async_wait<kStages - 3>();  // this thread's copies of stage kt have landed ...
     if constexpr (kTf32) {
-      // ... (tf32) are rounded in place (the weights were rounded once, before the launch) ...
+      // ... (tf32) are rounded in place (the weights were rounded once, before the launch; activations
+      // that came by TMA are awaited first) ...
       // NOTE: 14 instructions per 16-byte chunk. The first version rounded the weights here too, each
       // block its own copy of every stage: tf32 ResNet-50 0.58x cuDNN (instruction-bound).
+      if (a_tma) mbar_wait(bar, parity);
 #pragma unroll
       for (int i = 0; i < kAIters; ++i) round_chunk_tf32(sA + (row0 + i * kRowsPerPass) * kRowBytes + swz);
     }
@@ -344,7 +361,7 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
       if (next < nk) load_stage(next);
       cp_async_commit();
     }
-    mbar_wait(bar, parity);  // and its weights (TMA)
+    mbar_wait(bar, parity);  // and its weights (TMA; and its activations, if by TMA)
     const uint64_t da = smem_desc(sA + a_wg), db = smem_desc(sA + kAStage);
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
@@ -492,6 +509,40 @@ CUtensorMap weight_map(const TcArgs& a, DType dt, int box_rows) {
   return map;
 }
 
+// The activations of a 1x1, stride-1, unpadded, one-group convolution as the 2-D tensor [N*H*W][C], boxes
+// of one stage's k x box_rows rows, 128-byte swizzle (the layout the threads' gather writes).
+CUtensorMap activation_map(const TcArgs& a, DType dt, int box_rows) {
+  CUtensorMap map;
+  const int es = int(dtype_size(dt));
+  const cuuint64_t dims[2] = {cuuint64_t(a.C), cuuint64_t(a.Mtot)};
+  const cuuint64_t strides[1] = {cuuint64_t(a.C) * es};  // (C*es % 16 == 0, see can_implement)
+  const cuuint32_t box[2] = {cuuint32_t(bke_of(es)), cuuint32_t(box_rows)};
+  const cuuint32_t estrides[2] = {1, 1};
+  const CUtensorMapDataType type = dt == DType::f16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                   : dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  const CUresult r = tensor_map_encoder()(&map, type, 2, const_cast<void*>(a.src), dims, strides, box, estrides,
+                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error(StatusCode::cuda_error, "cuda_igemm_wgmma: cuTensorMapEncodeTiled failed (CUresult " +
+                                            std::to_string(int(r)) + ") for the activations [" +
+                                            std::to_string(a.Mtot) + "][" + std::to_string(a.C) + "].");
+  return map;
+}
+
+// Whether A is a plain matrix the TMA can load (TcArgs::a_by_tma): 1x1, stride 1, no padding, one group,
+// fewer than 2^31 pixels (32-bit box coordinates). CONVKIT_WGMMA_A_TMA=0 turns it off (the gather then
+// loads these too; for comparisons).
+bool activations_by_tma(const Conv2dProblem& p) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("CONVKIT_WGMMA_A_TMA");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  return enabled && p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0 &&
+         p.groups == 1 && p.n * p.h * p.w < (int64_t(1) << 31);
+}
+
 template <typename T, int BM, int BN, int ST>
 void prepare_kernel() {
   static std::atomic<bool> done{false};
@@ -505,9 +556,10 @@ void prepare_kernel() {
 template <typename T, int BM, int BN, int ST>
 void launch_tile(const TcArgs& a, dim3 grid, cudaStream_t stream, bool /*aligned: always, see run()*/) {
   prepare_kernel<T, BM, BN, ST>();
-  const CUtensorMap map = weight_map(
-      a, std::is_same_v<T, __half> ? DType::f16 : std::is_same_v<T, float> ? DType::f32 : DType::bf16, BN);
-  igemm_wgmma_kernel<T, BM, BN, ST><<<grid, BM / 64 * 128, smem_bytes<BM, BN, ST>(), stream>>>(a, map);
+  const DType dt = std::is_same_v<T, __half> ? DType::f16 : std::is_same_v<T, float> ? DType::f32 : DType::bf16;
+  const CUtensorMap map = weight_map(a, dt, BN);
+  const CUtensorMap amap = a.a_by_tma ? activation_map(a, dt, BM) : map;  // (unread unless a_by_tma)
+  igemm_wgmma_kernel<T, BM, BN, ST><<<grid, BM / 64 * 128, smem_bytes<BM, BN, ST>(), stream>>>(a, map, amap);
 }
 
 template <typename T, int BM, int BN, int ST>
@@ -615,6 +667,9 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
   }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (Support ok = require_tensor_core_config(cfg); !ok) return ok;
+    // NOTE: C < 8 (the 3-channel stem) once ran here too, input and weights copied with 8 channels first:
+    // 0.157 ms on the batch-32 stem in f16 and bf16, the same as cuda_igemm_mma's element gather (2.7x the
+    // multiplies, every 16-byte chunk from another pixel), for 25 MiB of workspace. Not kept.
     if (p.c_per_group() % (16 / int(dtype_size(cfg.dtype))) != 0)
       return Support::no(cfg.dtype == DType::f32
                              ? "C/groups must be a multiple of 4 for tf32 (16-byte chunks inside one filter tap); "
@@ -650,6 +705,7 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
     if (plan.splits > 1)
       d += ", split-K " + std::to_string(plan.splits) + " (partials " +
            std::to_string((plan.ws_bytes + (1 << 20) - 1) >> 20) + " MiB)";
+    if (activations_by_tma(p)) d += ", activations by TMA";
     if (cfg.dtype == DType::f32) d += ", weights rounded to tf32 first";
     return d + ", " + std::to_string(plan.blocks) + " blocks on " + std::to_string(sm_count_of_current_device()) + " SMs";
   }
@@ -669,6 +725,8 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
                                                   ".");
     TcArgs a = make_tc_args(pb, false, call.src, call.wei, call.dst, call.epilogue, plan.splits,
                             plan.tiles_per_split, plan.num_k_tiles, call.workspace, bke_of(int(dtype_size(dt))));
+    a.a_by_tma = activations_by_tma(pb);
+    const cudaStream_t stream = as_stream(call.stream);
     if (!tc_operands_aligned(a, dt)) {
       // NOTE: input or weights off a 16-byte boundary (a view into a larger buffer): cp.async needs whole
       // aligned chunks, so cuda_igemm_mma's gather path computes it, unsplit (it needs no workspace then).
@@ -685,7 +743,7 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
       void* rounded = tf32_weights_of(call.workspace, plan);
       const int64_t n4 = int64_t(pb.k) * pb.gemm_k() / 4;  // (C/groups % 4 == 0)
       const unsigned blocks = unsigned(std::min<int64_t>(ceil_div(n4, 256), 132 * 8));
-      round_to_tf32_kernel<<<blocks, 256, 0, as_stream(call.stream)>>>(static_cast<const uint4*>(a.wei),
+      round_to_tf32_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(a.wei),
                                                                       static_cast<uint4*>(rounded), n4);
       CK_LAUNCH("round_to_tf32_kernel");
       a.wei = rounded;
@@ -693,9 +751,9 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
     const Tile& t = *plan.tile;
     const dim3 grid(unsigned(ceil_div(a.Mb, t.bm)), unsigned(ceil_div(a.Kpg, t.bn)),
                     unsigned(int64_t(a.nb) * a.G * plan.splits));
-    t.launch(a, grid, as_stream(call.stream), true);
+    t.launch(a, grid, stream, true);
     CK_LAUNCH("igemm_wgmma_kernel");
-    if (plan.splits > 1) launch_splitk_reduce(a, dt, as_stream(call.stream));
+    if (plan.splits > 1) launch_splitk_reduce(a, dt, stream);
   }
 };
 
@@ -719,8 +777,9 @@ void wgmma_per_sample(const Conv2dProblem& p, const TensorView& src, const Tenso
   Plan plan = plan_of(dt, s, "");
   if (plan.splits > 1) plan = plan_of(dt, s, plan.tile->name() + "/k1");
   check_residual_overlap(e.residual, dst.data, dst.bytes());
-  const TcArgs a = make_tc_args(p, true, src, wei, dst, e, 1, plan.num_k_tiles, plan.num_k_tiles, nullptr,
-                                bke_of(int(dtype_size(dt))));
+  TcArgs a = make_tc_args(p, true, src, wei, dst, e, 1, plan.num_k_tiles, plan.num_k_tiles, nullptr,
+                          bke_of(int(dtype_size(dt))));
+  a.a_by_tma = activations_by_tma(p);
   const Tile& t = *plan.tile;
   const dim3 grid(unsigned(ceil_div(a.Mb, t.bm)), unsigned(ceil_div(a.Kpg, t.bn)), unsigned(int64_t(a.nb) * a.G));
   t.launch(a, grid, as_stream(stream), true);
