@@ -487,35 +487,48 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// A row-major [rows][cols] matrix of dt as a 2-D tensor map: boxes of one stage's k (128 bytes) x box_rows
-// rows, in the 128-byte swizzle wgmma reads; what lies past the matrix arrives as zeros. (No allocation:
-// run() encodes its maps on every launch.) The rows' byte stride cols*es is a multiple of 16 (can_implement).
-CUtensorMap matrix_map(const void* base, DType dt, int64_t cols, int64_t rows, int box_rows, const char* what) {
+// The weights as a 2-D tensor [K*nb][Kg] (KRSC flattened; nb = N with per-sample weights), boxes of one
+// stage's k (128 bytes) x box_rows rows, 128-byte swizzle. (No allocation: run() calls this on every launch.)
+CUtensorMap weight_map(const TcArgs& a, DType dt, int box_rows) {
   CUtensorMap map;
   const int es = int(dtype_size(dt));
-  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(cols) * es};
+  const cuuint64_t dims[2] = {cuuint64_t(a.Kg), cuuint64_t(int64_t(a.K) * a.nb)};
+  const cuuint64_t strides[1] = {cuuint64_t(a.Kg) * es};  // bytes between rows (Kg*es % 16 == 0, see can_implement)
   const cuuint32_t box[2] = {cuuint32_t(bke_of(es)), cuuint32_t(box_rows)};
   const cuuint32_t estrides[2] = {1, 1};
   const CUtensorMapDataType type = dt == DType::f16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                    : dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  const CUresult r = tensor_map_encoder()(&map, type, 2, const_cast<void*>(base), dims, strides, box, estrides,
+  const CUresult r = tensor_map_encoder()(
+      &map, type, 2,
+      const_cast<void*>(a.wei), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error(StatusCode::cuda_error, "cuda_igemm_wgmma: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) +
+                                            ") for the weights [" + std::to_string(a.K) + "][" + std::to_string(a.Kg) + "].");
+  return map;
+}
+
+// The activations of a 1x1, stride-1, unpadded, one-group convolution as the 2-D tensor [N*H*W][C], boxes
+// of one stage's k x box_rows rows, 128-byte swizzle (the layout the threads' gather writes).
+CUtensorMap activation_map(const TcArgs& a, DType dt, int box_rows) {
+  CUtensorMap map;
+  const int es = int(dtype_size(dt));
+  const cuuint64_t dims[2] = {cuuint64_t(a.C), cuuint64_t(a.Mtot)};
+  const cuuint64_t strides[1] = {cuuint64_t(a.C) * es};  // (C*es % 16 == 0, see can_implement)
+  const cuuint32_t box[2] = {cuuint32_t(bke_of(es)), cuuint32_t(box_rows)};
+  const cuuint32_t estrides[2] = {1, 1};
+  const CUtensorMapDataType type = dt == DType::f16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                   : dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  const CUresult r = tensor_map_encoder()(&map, type, 2, const_cast<void*>(a.src), dims, strides, box, estrides,
                                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw Error(StatusCode::cuda_error, "cuda_igemm_wgmma: cuTensorMapEncodeTiled failed (CUresult " +
-                                            std::to_string(int(r)) + ") for the " + what + " [" +
-                                            std::to_string(rows) + "][" + std::to_string(cols) + "].");
+                                            std::to_string(int(r)) + ") for the activations [" +
+                                            std::to_string(a.Mtot) + "][" + std::to_string(a.C) + "].");
   return map;
-}
-// The weights: [K*nb][R*S*C/groups] (KRSC flattened; nb = N with per-sample weights).
-CUtensorMap weight_map(const TcArgs& a, DType dt, int box_rows) {
-  return matrix_map(a.wei, dt, a.Kg, int64_t(a.K) * a.nb, box_rows, "weights");
-}
-// The activations of a 1x1, stride-1, unpadded, one-group convolution: [N*H*W][C] (TcArgs::a_by_tma).
-CUtensorMap activation_map(const TcArgs& a, DType dt, int box_rows) {
-  return matrix_map(a.src, dt, a.C, a.Mtot, box_rows, "activations");
 }
 
 // Whether A is a plain matrix the TMA can load (TcArgs::a_by_tma): 1x1, stride 1, no padding, one group,
