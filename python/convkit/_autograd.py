@@ -47,6 +47,13 @@ def _math_suffix(algo):
     return "/tf32" if algo.endswith("/tf32") else ""
 
 
+def _backward_algo(algo):
+    """The selection of the backward's convolutions: "autotune" when the forward asked for it (each backward
+    problem is then tuned on first sight and stored in the tune cache, as the forward's was), else "auto"
+    (a named forward algorithm may not take the backward's problems); the math mode carries over."""
+    return ("autotune" if algo.split("/")[0] == "autotune" else "auto") + _math_suffix(algo)
+
+
 def _through_activation(grad, activation, out, recompute_z):
     if activation == "none":
         return grad
@@ -205,7 +212,7 @@ def _conv2d_backward(ctx, grad):
     x, w, bias, residual, out = ctx.saved_tensors
     stride, padding, dilation, groups, activation, algo = ctx.conf
     need = ctx.needs_input_grad
-    algo_bw = "auto" + _math_suffix(algo)
+    algo_bw = _backward_algo(algo)
     mf = _memory_format(x)
     gz = _through_activation(
         grad, activation, out,

@@ -176,3 +176,20 @@ def test_autotune_cuda_lowp(channels_last, cache):
     for algo in ("auto", "autotune", p.algo):
         assert rel_err(convkit.conv2d(x, w, b, padding=1, algo=algo), ref) < 1e-2
     assert y.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+
+
+def test_autotune_forward_tunes_the_backward_convolutions_too(cache):
+    """algo="autotune" carries over to the convolutions of the backward pass (data and weight gradients):
+    each is tuned on first sight and lands in the cache next to the forward's entry."""
+    x, w, b, _ = case(c=4, h=10, k=8, seed=3)
+    x.requires_grad_(True)
+    w.requires_grad_(True)
+    convkit.conv2d(x, w, b, padding=1, algo="autotune").square().sum().backward()
+    specs = [e[0] for e in entries(cache)]
+    assert "n1c4h10w10k8r3s3p1u1d1g1" in specs  # the forward
+    assert "n1c8h10w10k4r3s3p1u1d1g1" in specs  # the data gradient: gz with the flipped, transposed filters
+    assert len(specs) >= 3, specs  # and the weight gradient's correlation
+    gx, gw = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    torch.nn.functional.conv2d(x, w, b, padding=1).square().sum().backward()
+    assert rel_err(gx, x.grad) < 1e-5 and rel_err(gw, w.grad) < 1e-5
