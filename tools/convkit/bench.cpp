@@ -237,11 +237,7 @@ Plan make_plan(const BenchOptions& o) {
     plan.problems.insert(plan.problems.end(), s.begin(), s.end());
   }
   if (o.batch < 0) throw UsageError("--batch: must be positive");
-  if (o.batch > 0)
-    for (auto& np : plan.problems) {
-      np.set_batch(o.batch);
-      if (Status s = np.problem.validate(); !s.ok()) throw UsageError(np.name + " at --batch: " + s.message);
-    }
+  if (o.batch > 0) set_batch_all(plan.problems, o.batch);
 
   // --algo: "all", or names; with --device auto, names on one device pick that device.
   std::vector<const Algorithm*> named;
@@ -313,11 +309,7 @@ CLI::App* add_bench(CLI::App& app, BenchOptions& o) {
                                         "through layout transforms, as <algo>+nhwc rows with their transform time)")
       ->capture_default_str();
   sub->add_option("--math", o.math, "strict|tf32 (default strict; tf32 only when asked)");
-  sub->add_option("--batch", o.batch, "override every problem's batch size N")->check(CLI::Validator(
-      [](std::string& v) { return !v.empty() && v.size() < 13 && v.find_first_not_of("0123456789") == std::string::npos &&
-                                          std::stoll(v) > 0
-                                      ? std::string() : "must be a positive integer, got '" + v + "'"; },
-      "POSITIVE"));
+  sub->add_option("--batch", o.batch, "override every problem's batch size N")->check(positive_integer());
   sub->add_option("--csv", o.csv, "also write the rows as CSV");
   sub->add_option("--json", o.json, "also write the rows and the system facts as JSON");
   sub->add_option("--runs", o.runs, "timed runs (CPU: fewer when 2 s are spent, at least 5; CUDA: at least 50)")

@@ -8,6 +8,18 @@
 
 namespace convkit::cli {
 
+// A flag's value as a positive integer written in plain digits (at most 12: no overflow, no "1e3" or "+5").
+inline CLI::Validator positive_integer() {
+  return CLI::Validator(
+      [](std::string& v) {
+        return !v.empty() && v.size() < 13 && v.find_first_not_of("0123456789") == std::string::npos &&
+                       std::stoll(v) > 0
+                   ? std::string()
+                   : "must be a positive integer, got '" + v + "'";
+      },
+      "POSITIVE");
+}
+
 struct BenchOptions {
   std::vector<std::string> problems;  // --problem SPEC (repeatable)
   std::string suite;                  // --suite NAME|FILE

@@ -108,4 +108,11 @@ std::vector<NamedProblem> load_suite(const std::string& name_or_path, std::strin
   return out;
 }
 
+void set_batch_all(std::vector<NamedProblem>& problems, int64_t n) {
+  for (auto& np : problems) {
+    np.set_batch(n);
+    if (Status s = np.problem.validate(); !s.ok()) throw UsageError(np.name + " at --batch: " + s.message);
+  }
+}
+
 }  // namespace convkit::cli

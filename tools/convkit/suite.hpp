@@ -25,5 +25,7 @@ struct NamedProblem {
 std::vector<NamedProblem> load_suite(const std::string& name_or_path, std::string* resolved_path = nullptr);
 // Parses one --problem SPEC and validates it (UsageError on failure).
 NamedProblem parse_problem_arg(const std::string& spec);
+// --batch N: every problem at batch n, validated again (UsageError naming the problem that n breaks).
+void set_batch_all(std::vector<NamedProblem>& problems, int64_t n);
 
 }  // namespace convkit::cli

@@ -95,14 +95,7 @@ CLI::App* add_tune(CLI::App& app, TuneOptions& o) {
   sub->add_option("--dtype", o.dtype, "f32|f16|bf16|tf32 (tf32: f32 tensors with tf32 math)")->capture_default_str();
   sub->add_option("--layout", o.layout, "nchw|nhwc")->capture_default_str();
   sub->add_option("--device", o.device, "cpu|cuda|auto (auto: cuda when a GPU is usable)")->capture_default_str();
-  sub->add_option("--batch", o.batch, "override every problem's batch size N")->check(CLI::Validator(
-      [](std::string& v) {
-        return !v.empty() && v.size() < 13 && v.find_first_not_of("0123456789") == std::string::npos &&
-                       std::stoll(v) > 0
-                   ? std::string()
-                   : "must be a positive integer, got '" + v + "'";
-      },
-      "POSITIVE"));
+  sub->add_option("--batch", o.batch, "override every problem's batch size N")->check(positive_integer());
   sub->add_option("--cache", o.cache, "the tune cache file to update (default: $CONVKIT_TUNE_CACHE, else "
                                       "$XDG_CACHE_HOME/convkit/tune-v1.txt or ~/.cache/convkit/tune-v1.txt); off "
                                       "= do not save");
@@ -119,11 +112,7 @@ int run_tune(const TuneOptions& o) {
     auto s = load_suite(o.suite);
     problems.insert(problems.end(), s.begin(), s.end());
   }
-  if (o.batch > 0)
-    for (auto& np : problems) {
-      np.set_batch(o.batch);
-      if (Status s = np.problem.validate(); !s.ok()) throw UsageError(np.name + " at --batch: " + s.message);
-    }
+  if (o.batch > 0) set_batch_all(problems, o.batch);
   ConvConfig cfg;
   apply_dtype_flags(o.dtype, "", cfg);
   try {
