@@ -162,29 +162,33 @@ size_t heuristic_rank(const convkit::Conv2dProblem& p, const convkit::ConvConfig
   return algos.size();
 }
 
-// Whether an NCHW request on CUDA should be computed in NHWC: the tensor-core kernels (f16/bf16, and f32 with
-// "/tf32") read NHWC activations and KRSC weights only, and without this rule an NCHW bf16 tensor would fall
-// through to a slow reference kernel. The rule asks the library rather than naming dtypes: for "auto" and
-// "autotune", NHWC is used when the heuristic's choice for NHWC comes earlier in the registry (which is ordered
-// fast first) than the one for NCHW; for a named algorithm, when that algorithm accepts NHWC but not NCHW. The
-// heuristic ranks (not the tune cache) decide, so the layout, and with it the tune cache key that "auto" looks
-// up and "autotune" fills, does not change with the cache's contents. The cost is one layout transform each
-// way (x and the residual in, the output out; the weight too unless it is channels_last).
-bool prefer_nhwc(const convkit::Conv2dProblem& p, convkit::DType dtype, const convkit::RunOptions& opt) {
-  const convkit::ConvConfig nchw{dtype, convkit::Layout::nchw, convkit::Device::cuda, opt.math};
-  const convkit::ConvConfig nhwc{dtype, convkit::Layout::nhwc, convkit::Device::cuda, opt.math};
-  if (library_selects(opt)) return heuristic_rank(p, nhwc) < heuristic_rank(p, nchw);
+// The layout a CUDA request in `layout` is computed in: the tensor-core kernels (f16/bf16, and f32 with
+// "/tf32") read NHWC activations and KRSC weights only, the fast fp32 kernels NCHW only, so an NCHW bf16 tensor
+// or a channels_last fp32 one would otherwise fall through to a slow reference kernel. The rule asks the
+// library rather than naming dtypes: for "auto" and "autotune", the other layout is used when the heuristic's
+// choice for it comes earlier in the registry (which is ordered fast first) than the one for `layout`; for a
+// named algorithm, when that algorithm accepts the other layout but not `layout`. The heuristic ranks (not the
+// tune cache) decide, so the layout, and with it the tune cache key that "auto" looks up and "autotune" fills,
+// does not change with the cache's contents. The cost is one layout transform each way (x and the residual
+// in, the output out; the weight too unless it is already in that layout).
+// NOTE: fp32 channels_last ran cuda_direct_naive before the NHWC -> NCHW direction was added: 29 ms for the
+// ResNet-50 bottleneck (bench_torch, fourth session).
+convkit::Layout preferred_cuda_layout(const convkit::Conv2dProblem& p, convkit::DType dtype, convkit::Layout layout,
+                                      const convkit::RunOptions& opt) {
+  const convkit::Layout other = layout == convkit::Layout::nchw ? convkit::Layout::nhwc : convkit::Layout::nchw;
+  const convkit::ConvConfig here{dtype, layout, convkit::Device::cuda, opt.math};
+  const convkit::ConvConfig there{dtype, other, convkit::Device::cuda, opt.math};
+  if (library_selects(opt)) return heuristic_rank(p, there) < heuristic_rank(p, here) ? other : layout;
   const convkit::Algorithm* a = convkit::find_algorithm(opt.algo);
-  if (a == nullptr || a->device() != convkit::Device::cuda || !a->available()) return false;
-  return !a->can_implement(p, nchw) && a->can_implement(p, nhwc);
+  if (a == nullptr || a->device() != convkit::Device::cuda || !a->available()) return layout;
+  return !a->can_implement(p, here) && a->can_implement(p, there) ? other : layout;
 }
 
-// The layout the library computes in, for x in `layout`: `layout` itself, except NCHW on CUDA where
-// prefer_nhwc() says NHWC (the op then transforms on the way in and out).
+// The layout the library computes in, for x in `layout`: `layout` itself on the CPU, on CUDA the one
+// preferred_cuda_layout() names (the op then transforms on the way in and out).
 convkit::Layout compute_layout(const convkit::Conv2dProblem& p, convkit::DType dtype, convkit::Layout layout,
                                convkit::Device device, const convkit::RunOptions& opt) {
-  if (layout == convkit::Layout::nchw && device == convkit::Device::cuda && p.n > 0 && prefer_nhwc(p, dtype, opt))
-    return convkit::Layout::nhwc;
+  if (device == convkit::Device::cuda && p.n > 0) return preferred_cuda_layout(p, dtype, layout, opt);
   return layout;
 }
 
@@ -281,19 +285,20 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::opt
 
   convkit::RunOptions opt = parse_algo(algo);
   opt.stream = stream;
-  // NCHW on CUDA with no fast NCHW kernel (tensor cores): compute in NHWC, one transform each way (see
-  // prefer_nhwc). The output keeps x's memory format, as the fake implementation (convkit/_meta.py) says.
+  // On CUDA, a layout with no fast kernel for the request (NCHW bf16, channels_last fp32) is computed in the
+  // other one, a transform each way (see preferred_cuda_layout). The output keeps x's memory format, as the
+  // fake implementation (convkit/_meta.py) says.
   const convkit::Layout x_layout = layout_of(x_in);
   const convkit::Device device = x_in.is_cuda() ? convkit::Device::cuda : convkit::Device::cpu;
   const convkit::Layout layout =
       x_in.numel() > 0 ? compute_layout(p, dtype_of(op, "x", x_in), x_layout, device, opt) : x_layout;
-  const bool via_nhwc = layout != x_layout;
+  const bool transformed = layout != x_layout;
   const at::MemoryFormat mf = format_of(layout);
-  // Tensors already in `mf` (channels_last x and weight for NHWC) are used in place: contiguous() is a no-op.
+  // Tensors already in `mf` are used in place: contiguous() is a no-op.
   const at::Tensor x = x_in.contiguous(mf);
   const at::Tensor w = w_in.contiguous(mf);  // KCRS, or KRSC for channels_last
   at::Tensor out = at::empty(out_shape, x.options().memory_format(mf));
-  const auto result = [&](at::Tensor& t) { return via_nhwc ? t.contiguous() : t; };
+  const auto result = [&](at::Tensor& t) { return transformed ? t.contiguous(format_of(x_layout)) : t; };
   if (out.numel() == 0 || x.numel() == 0) return result(out.zero_());
   at::Tensor bias, residual;
   convkit::Epilogue epi;

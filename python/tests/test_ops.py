@@ -184,6 +184,21 @@ def test_plan_cuda_lowp_avoids_slow_nchw_kernels(dtype):
     assert not nchw_algo.endswith(slow) or nhwc_algo.endswith(slow), (nchw_algo, nhwc_algo)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_plan_cuda_fp32_channels_last_avoids_the_naive_kernel():
+    # The mirror case: strict fp32 has fast kernels in NCHW only, so a channels_last fp32 request computes in
+    # NCHW (a transform each way) and its output is still channels_last.
+    x = torch.randn(2, 64, 14, 14, device="cuda").contiguous(memory_format=torch.channels_last)
+    w = torch.randn(32, 64, 3, 3, device="cuda")
+    algo, layout = convkit.plan(x, w, padding=1)
+    assert layout == "nchw" and not algo.endswith(("_ref", "_naive")), (algo, layout)
+    assert convkit.plan(x, w, padding=1, algo="cuda_direct_naive") == ("cuda_direct_naive", "nhwc")
+    y = convkit.conv2d(x, w, padding=1)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    ref = F.conv2d(x.double(), w.double(), padding=1)  # (float64: F.conv2d's fp32 may use TF32 on CUDA)
+    torch.testing.assert_close(y.double(), ref, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("memory_format", MEMORY_FORMATS, ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("per_sample", [False, True])

@@ -27,7 +27,7 @@
 // Both operands are "k-major", so A is row-major and B column-major for mma's .row.col form, and the byte
 // layout of a 16x32-byte fragment is the same for 16-bit elements and for fp32/tf32: one loader and one
 // ldmatrix addressing serve all three types; only the mma instruction differs (tf32 operands are rounded
-// to nearest with cvt.rna.tf32.f32 after ldmatrix).
+// to nearest even after ldmatrix: tf32_rne_bits, tc_common.cuh).
 // The epilogue (bias, activation, alpha, beta*residual, output in the tensor dtype) is applied in
 // registers on the way out; a residual aliasing dst is read by the thread that then overwrites it.
 //
@@ -72,11 +72,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
                : "memory");
 }
 
-__device__ __forceinline__ uint32_t to_tf32(uint32_t bits) {
-  uint32_t out;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(__uint_as_float(bits)));
-  return out;
-}
 
 // One warp-wide D += A*B on a 16 x 8 tile, k = 32 bytes of each operand.
 template <typename T>
@@ -283,11 +278,11 @@ __global__ void __launch_bounds__(WM* WN * 32) igemm_mma_kernel(const MmaArgs a)
 #pragma unroll
         for (int i = 0; i < MI; ++i)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) af[buf][i][e] = to_tf32(af[buf][i][e]);
+          for (int e = 0; e < 4; ++e) af[buf][i][e] = tf32_rne_bits(af[buf][i][e]);
 #pragma unroll
         for (int j = 0; j < NI; ++j) {
-          bf[buf][j][0] = to_tf32(bf[buf][j][0]);
-          bf[buf][j][1] = to_tf32(bf[buf][j][1]);
+          bf[buf][j][0] = tf32_rne_bits(bf[buf][j][0]);
+          bf[buf][j][1] = tf32_rne_bits(bf[buf][j][1]);
         }
       }
     };

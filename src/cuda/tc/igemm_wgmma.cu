@@ -22,7 +22,7 @@
 //  - 128-byte k stages instead of 64: half the barriers per multiply;
 //  - the short epilogue (bias, relu) in registers, staged in the output type;
 //  - tf32: wgmma would use fp32 operands as they are (the low 13 mantissa bits dropped: truncation); convkit's
-//    tf32 rounds to nearest, so the weights are rounded once per call into the workspace and each stage of
+//    tf32 rounds to nearest even (tf32_rne_bits), so the weights are rounded once per call into the workspace and each stage of
 //    activations is rounded in shared memory by the threads before it is published.
 // Ordering: each thread's cp.async copies are made visible to the tensor cores (the async proxy) with
 // fence.proxy.async.shared::cta before the barrier that publishes the stage; the TMA's mbarrier phase is
@@ -152,15 +152,8 @@ CK_WGMMA_SS_TF32(64)
 CK_WGMMA_SS_TF32(128)
 CK_WGMMA_SS_TF32(256)
 
-// tf32 rounding, to nearest (ties away from zero, cvt.rna: convkit's tf32, as cuda_igemm_mma's). wgmma
-// would otherwise use fp32 operands as they are, which drops the low 13 mantissa bits (truncation).
-// (3 instructions on sm_90: the add and mask, skipped for inf/NaN.)
-__device__ __forceinline__ uint32_t tf32_bits(uint32_t f) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(f)));
-  return r;
-}
-// The 4 fp32 values of a 16-byte chunk of shared memory rounded to tf32 in place.
+// The 4 fp32 values of a 16-byte chunk of shared memory rounded to tf32 in place (6 instructions: the load,
+// 4 cvt.rn, the store).
 __device__ __forceinline__ void round_chunk_tf32(uint32_t addr) {
   uint32_t v[4];
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
@@ -168,7 +161,7 @@ __device__ __forceinline__ void round_chunk_tf32(uint32_t addr) {
                : "r"(addr)
                : "memory");
 #pragma unroll
-  for (int i = 0; i < 4; ++i) v[i] = tf32_bits(v[i]);
+  for (int i = 0; i < 4; ++i) v[i] = tf32_rne_bits(v[i]);
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
                : "memory");
 }
@@ -348,8 +341,9 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
     if constexpr (kTf32) {
       // ... (tf32) are rounded in place (the weights were rounded once, before the launch; activations
       // that came by TMA are awaited first) ...
-      // NOTE: 14 instructions per 16-byte chunk. The first version rounded the weights here too, each
-      // block its own copy of every stage: tf32 ResNet-50 0.58x cuDNN (instruction-bound).
+      // NOTE: the first version rounded the weights here too, each block its own copy of every stage,
+      // with cvt.rna (ties away: 3 SASS instructions each, 14 per 16-byte chunk): tf32 ResNet-50 0.60x
+      // cuDNN, instruction-bound; weights rounded once per call 0.62x; cvt.rn (one F2FP): see the header.
       if (a_tma) mbar_wait(bar, parity);
 #pragma unroll
       for (int i = 0; i < kAIters; ++i) round_chunk_tf32(sA + (row0 + i * kRowsPerPass) * kRowBytes + swz);
@@ -463,7 +457,7 @@ __global__ void __launch_bounds__(256) round_to_tf32_kernel(const uint4* __restr
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
     const uint4 v = in[i];
-    out[i] = make_uint4(tf32_bits(v.x), tf32_bits(v.y), tf32_bits(v.z), tf32_bits(v.w));
+    out[i] = make_uint4(tf32_rne_bits(v.x), tf32_rne_bits(v.y), tf32_rne_bits(v.z), tf32_rne_bits(v.w));
   }
 #endif
 }

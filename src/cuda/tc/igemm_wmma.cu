@@ -93,9 +93,9 @@ struct WmmaOp<float> {
   using Operand = wmma::precision::tf32;
   static constexpr int kK = 8;
   template <typename Frag>
-  __device__ static void round(Frag& f) {  // fp32 -> tf32, round to nearest (load_matrix_sync does not)
+  __device__ static void round(Frag& f) {  // fp32 -> tf32, to nearest even (load_matrix_sync does not round)
 #pragma unroll
-    for (int t = 0; t < f.num_elements; ++t) f.x[t] = wmma::__float_to_tf32(f.x[t]);
+    for (int t = 0; t < f.num_elements; ++t) f.x[t] = tf32_rne(f.x[t]);
   }
 };
 #endif

@@ -28,6 +28,25 @@ inline Support require_tensor_core_config(const ConvConfig& cfg) {
   return Support::yes();
 }
 
+// fp32 -> tf32 (10 mantissa bits kept, the low 13 bits zero): convkit's tf32, to nearest with ties to
+// even, in every tensor-core kernel (the host oracle of tests/test_tensor_core.cpp rounds the same way).
+// sm_90 does it in one instruction (cvt.rn.tf32.f32 -> F2FP.TF32); cvt.rna (ties away, the only form
+// before sm_90) is 3 there. Older targets round in integer arithmetic: add half an ulp (less one on an
+// even tf32 mantissa), then clear the low bits; inf passes, NaN stays a (quiet) NaN.
+// NOTE: cuda_igemm_wgmma rounds every activation stage in shared memory with this: cvt.rna made it
+// 14 instructions per 16-byte chunk, cvt.rn 6 (docs/perf.md, fifth session).
+__device__ __forceinline__ uint32_t tf32_rne_bits(uint32_t f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t r;
+  asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(f)));
+  return r;
+#else
+  if ((f & 0x7f800000u) == 0x7f800000u) return (f & 0x007fffffu) != 0 ? ((f | 0x00400000u) & 0xffffe000u) : f;
+  return (f + 0x00000fffu + ((f >> 13) & 1u)) & 0xffffe000u;
+#endif
+}
+__device__ __forceinline__ float tf32_rne(float f) { return __uint_as_float(tf32_rne_bits(__float_as_uint(f))); }
+
 // Element conversion on the device. T is __half, __nv_bfloat16 or float (the tf32 path).
 template <typename T>
 __device__ __forceinline__ float elem_to_float(T v);
