@@ -329,13 +329,10 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
   const uint32_t win_base = smem_base + kStages * kBBytes;
   const uint32_t bars = win ? win_base + uint32_t(a.win_slots) * a.win_slot_bytes
                             : smem_base + kStages * kStageBytes;  // kStages mbarriers, 8 bytes each
-  const uint32_t wbars = bars + 8 * kStages;  // (row windows) one mbarrier per window slot
   if (tid == 0) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
     if (a_tma || win) asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&amap)) : "memory");
     for (int s = 0; s < kStages; ++s) mbar_init(bars + 8 * s, 1);
-    if (win)
-      for (int s = 0; s < a.win_slots; ++s) mbar_init(wbars + 8 * s, 1);
     mbar_init_fence();
   }
   __syncthreads();
@@ -346,12 +343,17 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
   auto load_stage = [&](int stage) {
     const int slot = stage % kStages;
     if (win) {
-      // Stage = (channel slice cs, filter tap t), taps inner: the weights of tap t for the slice (the
-      // windows come on their own barriers, see load_window).
+      // Stage = (channel slice cs, filter tap t), taps inner: the weights of tap t for the slice, and at a
+      // slice's first tap its window (into slot cs % 2, whose last reader, slice cs-2's last tap, has
+      // retired: loads run kStages-2 stages ahead and a slice has R*S >= kStages-1 taps, see run()).
       if (tid == 0) {
         const int cs = stage / a.win_taps, t = stage - cs * a.win_taps;
-        mbar_arrive_expect_tx(bars + 8 * slot, kBBytes);
-        tma_load_2d(smem_base + slot * kBBytes, &wmap, t * a.Cg + cs * kBke, b_row0, bars + 8 * slot);
+        const uint32_t bar = bars + 8 * slot;
+        mbar_arrive_expect_tx(bar, kBBytes + (t == 0 ? a.win_box_bytes : 0u));
+        tma_load_2d(smem_base + slot * kBBytes, &wmap, t * a.Cg + cs * kBke, b_row0, bar);
+        if (t == 0)
+          tma_load_4d(win_base + uint32_t(cs % a.win_slots) * a.win_slot_bytes, &amap, g * a.Cg + cs * kBke,
+                      -a.pad_w, win_p0 - a.pad_h, win_img, bar);
       }
       return;
     }
@@ -372,24 +374,6 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
     }
     tw.advance(a, kBke);
   };
-
-  // (row windows) the window of channel slice cs into slot cs % 2 on that slot's barrier (phase cs / 2).
-  // NOTE: the first version loaded a slice's window with its first tap's weights, kStages-2 stages ahead:
-  // slower than the gather on every layer (3x3 256@14 bf16 0.0302 -> 0.0370 ms); the whole window must
-  // land before the first multiply. Now the next slice's window starts as soon as its slot is free.
-  const int num_slices = win ? nk / a.win_taps : 0;
-  auto load_window = [&](int cs) {
-    if (tid == 0 && cs < num_slices) {
-      const uint32_t wbar = wbars + 8 * uint32_t(cs % a.win_slots);
-      mbar_arrive_expect_tx(wbar, a.win_box_bytes);
-      tma_load_4d(win_base + uint32_t(cs % a.win_slots) * a.win_slot_bytes, &amap, g * a.Cg + cs * kBke,
-                  -a.pad_w, win_p0 - a.pad_h, win_img, wbar);
-    }
-  };
-  if (win) {
-    load_window(0);
-    if (a.win_slots > 1) load_window(1);
-  }
 
   float acc[NB][WN / 2];
 #pragma unroll
@@ -412,8 +396,7 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
       if (win) {
         // (tf32, row windows) a slice's window is rounded in place once, at its first tap.
         if (kt % a.win_taps == 0) {
-          const int cs = kt / a.win_taps;
-          mbar_wait(wbars + 8 * uint32_t(cs % a.win_slots), uint32_t(cs / a.win_slots) & 1);
+          mbar_wait(bar, parity);
           const uint32_t w0 = win_base + uint32_t((kt / a.win_taps) % a.win_slots) * a.win_slot_bytes;
           for (uint32_t c = uint32_t(tid) * 16; c < a.win_box_bytes; c += kThreads * 16) round_chunk_tf32(w0 + c);
         }
@@ -434,16 +417,12 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
       const int next = kt + kStages - 2;  // into the slot of stage kt-2
       if (next < nk) load_stage(next);
       cp_async_commit();
-      // (row windows) stage kt-2, the last tap of slice kt/taps - 1, has retired: its slot takes slice
-      // kt/taps + 1, R*S - 1 stages before its first tap.
-      if (win && kt % a.win_taps == 1 && kt > a.win_taps) load_window(kt / a.win_taps + 1);
     }
     mbar_wait(bar, parity);  // and its weights (TMA; and its activations, if by TMA)
     uint64_t da, db;
     if (win) {
       // Tap (r, s) reads the window at (r*dil_h)*Wp + s*dil_w rows past the block's first position.
       const int cs = kt / a.win_taps, t = kt - cs * a.win_taps, r = t / a.S, sx = t - r * a.S;
-      if (!kTf32 && t == 0) mbar_wait(wbars + 8 * uint32_t(cs % a.win_slots), uint32_t(cs / a.win_slots) & 1);
       const int row = win_l0 - win_p0 * a.win_wp + wg * 64 + r * a.dil_h * a.win_wp + sx * a.dil_w;
       // NOTE: the descriptor may start at any 128-byte row: the tensor cores apply the swizzle to the
       // address bits, as the TMA wrote it. Its base-offset field (bits 49-51) stays 0: set to the row's
@@ -649,7 +628,7 @@ constexpr int kMaxSmem = 227 * 1024;  // the opt-in maximum per block on sm_90
 // The dynamic shared memory of a row-window launch: kStages stages of B, the window slots, the mbarriers, the
 // alignment slack; and at least the epilogue's staged fp32 tile.
 int window_smem_bytes(int bm, int bn, int stages, int slots, uint32_t slot_bytes) {
-  const int64_t pipeline = int64_t(stages) * bn * kRowBytes + int64_t(slots) * slot_bytes + (stages + slots) * 8;
+  const int64_t pipeline = int64_t(stages) * bn * kRowBytes + int64_t(slots) * slot_bytes + stages * 8;
   return int(std::max<int64_t>(pipeline, int64_t(bm) * (bn + 8) * 4) + kAtomBytes);
 }
 
