@@ -69,6 +69,7 @@ struct TcArgs {
   int win_slots;          // windows in flight (1, or 2 when C/groups spans more than one slice)
   uint32_t win_box_bytes;   // one window: win_rows * win_wp * 128
   uint32_t win_slot_bytes;  // its shared-memory slot (rounded up to the 1024-byte swizzle period)
+  bool win_base_offset;     // set the descriptors' base-offset field (a window's rows start anywhere)
 };
 
 

@@ -75,6 +75,12 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
          (uint64_t(1) << 62);
 }
 
+// The same for an operand that starts at any 128-byte row, not only at an atom's start (the row windows):
+// the base-offset field (bits 49-51) gives the row's phase in the swizzle's 8-row period.
+__device__ __forceinline__ uint64_t smem_desc_row(uint32_t addr, bool base_offset) {
+  return smem_desc(addr) | (base_offset ? uint64_t((addr >> 7) & 7) << 49 : 0);
+}
+
 // D[64 x N] += A[64 x 16] * B[16 x N], both from shared memory (K-major, no transpose), fp32 accumulators in
 // the register layout of mma.sync's m16n8 C fragments: warp w of the warpgroup holds rows 16w..16w+15,
 // d[4j..4j+3] = (row g, cols 8j+2t, +1) and (row g+8, the same cols), g = lane/4, t = lane%4.
@@ -424,10 +430,8 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
       // Tap (r, s) reads the window at (r*dil_h)*Wp + s*dil_w rows past the block's first position.
       const int cs = kt / a.win_taps, t = kt - cs * a.win_taps, r = t / a.S, sx = t - r * a.S;
       const int row = win_l0 - win_p0 * a.win_wp + wg * 64 + r * a.dil_h * a.win_wp + sx * a.dil_w;
-      // NOTE: the descriptor may start at any 128-byte row: the tensor cores apply the swizzle to the
-      // address bits, as the TMA wrote it. Its base-offset field (bits 49-51) stays 0: set to the row's
-      // phase, every row-window test failed on the H200.
-      da = smem_desc(win_base + uint32_t(cs % a.win_slots) * a.win_slot_bytes + uint32_t(row) * kRowBytes);
+      da = smem_desc_row(win_base + uint32_t(cs % a.win_slots) * a.win_slot_bytes + uint32_t(row) * kRowBytes,
+                         a.win_base_offset);
       db = smem_desc(smem_base + (kt % kStages) * kBBytes);
     } else {
       da = smem_desc(sA + a_wg);
@@ -621,7 +625,8 @@ bool activations_by_tma(const Conv2dProblem& p) {
 // are computed and dropped) needs, per slice of 64 channels (32 tf32), one window of whole padded input rows,
 // one TMA box (the padding arrives as zeros), and every tap's A operand is that window read from another
 // starting row: no per-tap gather, each activation loaded once per block and slice instead of R*S times.
-// The wgmma descriptor starts at any row of the window (the swizzle follows the address bits). The stages walk (slice, tap) with taps inner; two window slots when there are
+// The wgmma descriptor starts at any row of the window (its base-offset field carries the row's phase in
+// the 128-byte swizzle). The stages walk (slice, tap) with taps inner; two window slots when there are
 // several slices (one in flight while the other is read).
 constexpr int kMaxSmem = 227 * 1024;  // the opt-in maximum per block on sm_90
 
@@ -664,6 +669,7 @@ void setup_window(TcArgs& a, const Conv2dProblem& p, DType dt, const Tile& t, in
   a.win_slots = slots;
   a.win_box_bytes = box;
   a.win_slot_bytes = slot;
+  a.win_base_offset = env_not_zero("CONVKIT_WGMMA_WIN_BASE_OFFSET");
 }
 
 // The activations as the 4-D tensor [N][H][W][C] (innermost first in the map), boxes of one slice of
