@@ -120,8 +120,6 @@ const Case kLowpCases[] = {
     {"n4c16h7w7k8r1s1", false, true, Activation::relu},            // 1x1
     {"n2c8h6w6k20r3s3p4", true, true, Activation::relu},           // K % 8 != 0, padding > R/2
     {"n2c64h20w20k72r3s3p1", true, false, Activation::relu},       // several m and n tiles, 9 k stages
-    {"n3c128h9w11k64r3s3p1", true, true, Activation::relu},        // wgmma row windows: two slices, residual
-    {"n2c128h8w8k32r3s3p1g2", false, false, Activation::none},     // row windows per group
     {"n3c5h9w7k6r3s3p1u1", true, false, Activation::none},         // C % 8 != 0: cuda_igemm_mma's general C
     {"n1c4h12w12k9r7s7p3u2", true, true, Activation::none},        // 7x7 stride 2, batch 1
 };

@@ -17,8 +17,6 @@
 //     UnknownVariantIsAnError              run() with a variant that does not exist throws convkit::Error
 //     Tf32OperandsRoundedToNearest         tf32 operands just off the grid: rounded, not truncated (tensor-
 //                                          core kernels only)
-//     RowWindowShapesExactEveryVariant     stride-1 shapes for cuda_igemm_wgmma's row windows, bit-equal,
-//                                          with the windows on and off (CONVKIT_WGMMA_WINDOW=0)
 //     QuickSanitizerSubset                 a few tiny shapes, every variant: the compute-sanitizer subset
 //   (peers run only the first three; the others are about convkit's own kernels)
 //   TensorCoreOracle.*      (CPU only) cpu_ref's rounding, the exactness of the integer cases, and the
@@ -330,7 +328,6 @@ const std::vector<Shape>& quick_shapes() {
       {"split-K", "n1c256h4w4k32r3s3p1"},
       {"dilation 2 stride 2", "n1c8h19w19k16r3s3p2u2d2"},
       {"K=65", "n2c16h5w5k65r3s3p1"},
-      {"C=64: row windows (wgmma)", "n1c64h6w10k16r3s3p1"},
   };
   return v;
 }
@@ -341,26 +338,6 @@ const std::vector<Shape>& aligned_channel_shapes() {
       {"C=K=16", "n1c16h9w9k16r3s3p1"},
       {"C=64, K=32, 1x1", "n1c64h7w7k32r1s1"},
       {"split-K", "n1c256h4w4k32r3s3p1"},
-  };
-  return v;
-}
-
-// Stride-1 shapes whose C/groups is a whole number of 128-byte slices (64 16-bit channels, 32 fp32): the
-// ones cuda_igemm_wgmma runs with row windows (a window of padded input rows per slice, read by every tap at
-// its own offset). Padded rows of many lengths, windows that start mid-row, several slices, dilation,
-// padding past half the kernel, 5x5 and 1x3 filters, groups, and a padded row too long for one TMA box.
-const std::vector<Shape>& row_window_shapes() {
-  static const std::vector<Shape> v = {
-      {"windows: C=64, rows of 58 (56 + 2 padding)", "n2c64h20w56k64r3s3p1"},
-      {"windows: C=128 (two slices), padding 2", "n1c128h9w13k32r3s3p2"},
-      {"windows: dilation 2", "n2c64h11w17k48r3s3p2d2"},
-      {"windows: 5x5, no padding", "n1c64h12w12k16r5s5"},
-      {"windows: 1x3, three taps", "n1c64h6w9k24r1s3"},
-      {"windows: 7x7 images, C=192 (three slices), K=40", "n3c192h7w7k40r3s3p1"},
-      {"windows: groups 2, C/g=64", "n1c128h10w10k64r3s3p1g2"},
-      {"windows: rows of 202", "n1c64h3w200k16r3s3p1"},
-      {"windows: rows of 262 (past a TMA box: gathered)", "n1c64h3w260k16r3s3p1"},
-      {"windows: odd sizes, batch 3, K=72", "n3c64h13w11k72r3s3p1"},
   };
   return v;
 }
@@ -426,8 +403,7 @@ const std::vector<Shape>& epilogue_shapes() {
 // ---- the case sets, built once per process and configuration ------------------------------------
 
 enum class Set {
-  exact, gaussian, epilogue_exact, epilogue_gaussian, quick_exact, quick_gaussian, poison, misaligned, tf32_rounding,
-  row_windows
+  exact, gaussian, epilogue_exact, epilogue_gaussian, quick_exact, quick_gaussian, poison, misaligned, tf32_rounding
 };
 
 // Values just off the tf32 grid: s * 2^e * (1 + a*2^-10 + f*2^-12), f in {1, 3}: a quarter of a tf32 ulp
@@ -505,10 +481,6 @@ std::deque<TcCase> build_set(Set s, int ci) {
       break;
     case Set::tf32_rounding:
       if (cfg.math == MathMode::tf32) add_tf32_rounding_cases(out, seed);
-      break;
-    case Set::row_windows:
-      for (size_t i = 0; i < row_window_shapes().size(); ++i)
-        add(row_window_shapes()[i], ex[(i + size_t(ci)) % ex.size()], Data::ints);
       break;
   }
   return out;
@@ -936,27 +908,8 @@ TEST_P(Tc, Tf32OperandsRoundedToNearest) {
   TC_FINISH(t);
 }
 
-TEST_P(Tc, RowWindowShapesExactEveryVariant) {
-  // The stride-1 shapes cuda_igemm_wgmma computes from row windows (row_window_shapes()), small integers,
-  // bit-equal, every variant: once as the kernels choose, once with CONVKIT_WGMMA_WINDOW=0 (gathered per
-  // tap; other kernels ignore it).
-  TC_CONVKIT_ONLY();
-  CKT_REQUIRE_USABLE(algo());
-  Tally t;
-  SweepOpts o;
-  o.exact = true;
-  sweep(algo(), cases(Set::row_windows, config()), o, t);
-  const char* before = std::getenv("CONVKIT_WGMMA_WINDOW");
-  const std::string saved = before != nullptr ? before : "";
-  setenv("CONVKIT_WGMMA_WINDOW", "0", 1);
-  sweep(algo(), cases(Set::row_windows, config()), o, t);
-  if (before != nullptr) setenv("CONVKIT_WGMMA_WINDOW", saved.c_str(), 1); else unsetenv("CONVKIT_WGMMA_WINDOW");
-  report("row-window shapes, bit-equal (windows on, then off)", t);
-  TC_FINISH(t);
-}
-
 TEST_P(Tc, QuickSanitizerSubset) {
-  // Eight tiny shapes (C=3, C=12 stride 2, 1x1 with C=5 K=7, groups, split-K, dilation+stride, K=65, C=64),
+  // Seven tiny shapes (C=3, C=12 stride 2, 1x1 with C=5 K=7, groups, split-K, dilation+stride, K=65),
   // every variant, integers (bias + in-place residual + relu, bit-equal) and Gaussian (bias + residual +
   // silu, bounded). Small enough for compute-sanitizer: --gtest_filter='TensorCore/Tc.Quick*'.
   TC_CONVKIT_ONLY();

@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "convkit/problem.hpp"
@@ -58,18 +57,6 @@ struct TcArgs {
   bool vec_ok;  // K and K/groups % 8 == 0, dst/residual/ws 16-byte aligned: 8 channels = whole vectors
   bool a_by_tma;  // (cuda_igemm_wgmma) A is the plain [N*H*W][C] matrix (1x1, stride 1, no padding, one
                   // group): its stages come by TMA too, not gathered by the threads
-  // (cuda_igemm_wgmma) the row-window mode (stride 1; see igemm_wgmma.cu): tile rows are positions of the
-  // padded output grid P x win_wp, and each block loads one window of win_rows padded input rows per slice
-  // of channels, which every filter tap reads at its own offset. win_wp == 0: off.
-  int win_wp;             // W + 2*pad_w: the padded row length
-  int win_rows;           // input rows per window
-  int win_tiles;          // tiles per image (ceil(P * win_wp / BM))
-  int win_P;              // P
-  int win_taps;           // R*S: the stages per channel slice
-  int win_slots;          // windows in flight (1, or 2 when C/groups spans more than one slice)
-  uint32_t win_box_bytes;   // one window: win_rows * win_wp * 128
-  uint32_t win_slot_bytes;  // its shared-memory slot (rounded up to the 1024-byte swizzle period)
-  bool win_base_offset;     // set the descriptors' base-offset field (a window's rows start anywhere)
 };
 
 
@@ -171,19 +158,8 @@ __device__ __forceinline__ void decode_a_rows(const TcArgs& a, int64_t m_block, 
 // the reduce applies the epilogue.
 // NOTE: the direct fragment stores (4 bytes per thread, 8 rows per instruction) ran at ~0.4 TB/s on the
 // H200 (1x1 64->256 at 56x56: 0.127 ms, 5.9x cuDNN); see docs/kernels.md.
-// The GEMM rows of a tile: row r is m_block + r (while < Mb; -1 past it).
-struct LinearRows {
-  int64_t m_block;
-  __device__ __forceinline__ int64_t operator()(const TcArgs& a, int r) const {
-    const int64_t m = m_block + r;
-    return m < a.Mb ? m : -1;
-  }
-};
-
-// rows(a, r): tile row r's GEMM row within the batch entry, or -1 outside the output (LinearRows, or
-// cuda_igemm_wgmma's row windows).
-template <typename T, int BM, int BN, int kThreads, typename Rows>
-__device__ __forceinline__ void store_output_tile(const TcArgs& a, const float* ctile, int CS, const Rows& rows,
+template <typename T, int BM, int BN, int kThreads>
+__device__ __forceinline__ void store_output_tile(const TcArgs& a, const float* ctile, int CS, int64_t m_block,
                                                   int n_block, int b, int g, int split, int tid) {
   constexpr int ES = int(sizeof(T));
   const EpilogueTc<T> epi{static_cast<const T*>(a.bias), static_cast<const T*>(a.residual), a.act, a.alpha,
@@ -195,9 +171,9 @@ __device__ __forceinline__ void store_output_tile(const TcArgs& a, const float* 
   constexpr int kCpr = BN / 8;  // 8-channel chunks per tile row
   for (int idx = tid; idx < BM * kCpr; idx += kThreads) {
     const int r = idx / kCpr, cc = idx - r * kCpr;
-    const int64_t m = rows(a, r);
+    const int64_t m = m_block + r;
     const int n0 = n_block + cc * 8;
-    if (m < 0 || n0 >= a.Kpg) continue;
+    if (m >= a.Mb || n0 >= a.Kpg) continue;
     const int64_t mg = int64_t(b) * a.Mb + m;
     const int k0 = g * a.Kpg + n0;
     const int cnt = min(8, a.Kpg - n0);

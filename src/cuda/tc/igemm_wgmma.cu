@@ -75,12 +75,6 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
          (uint64_t(1) << 62);
 }
 
-// The same for an operand that starts at any 128-byte row, not only at an atom's start (the row windows):
-// the base-offset field (bits 49-51) gives the row's phase in the swizzle's 8-row period.
-__device__ __forceinline__ uint64_t smem_desc_row(uint32_t addr, bool base_offset) {
-  return smem_desc(addr) | (base_offset ? uint64_t((addr >> 7) & 7) << 49 : 0);
-}
-
 // D[64 x N] += A[64 x 16] * B[16 x N], both from shared memory (K-major, no transpose), fp32 accumulators in
 // the register layout of mma.sync's m16n8 C fragments: warp w of the warpgroup holds rows 16w..16w+15,
 // d[4j..4j+3] = (row g, cols 8j+2t, +1) and (row g+8, the same cols), g = lane/4, t = lane%4.
@@ -208,39 +202,12 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
-// A 4-D box of the NHWC activations (coordinates: channel, w, h, image) into shared memory, 128-byte swizzle;
-// coordinates outside the tensor (the padding, negative ones included) arrive as zeros.
-__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, int c, int w, int h, int n,
-                                            uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar)
-      : "memory");
-}
-
 // Keeps the compiler from moving accumulator reads or writes across a wgmma that is in flight.
 template <int N>
 __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-
-// The GEMM row (within the batch entry) of tile row r, or -1 outside the output: m_block + r, or with row
-// windows (a.win_wp > 0) the output pixel at padded position l0 + r of the block's image (img_base = its
-// first row; 0 with per-sample weights, where the batch entry is the image).
-struct TileRows {
-  int64_t m_block;
-  int l0;
-  int64_t img_base;
-  __device__ __forceinline__ int64_t operator()(const TcArgs& a, int r) const {
-    if (a.win_wp == 0) {
-      const int64_t m = m_block + r;
-      return m < a.Mb ? m : -1;
-    }
-    const int l = l0 + r, p = l / a.win_wp, q = l - p * a.win_wp;
-    return q < a.Q && p < a.win_P ? img_base + int64_t(p) * a.Q + q : -1;
-  }
-};
 
 // ---- the kernel ------------------------------------------------------------------------------------
 // BM / 64 warpgroups; warpgroup w computes rows 64w..64w+63 of the BM x BN tile of one (batch entry, group,
@@ -292,15 +259,6 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
   const int b = z / a.G;
   const int64_t m_block = int64_t(blockIdx.x) * BM;
   const int n_block = int(blockIdx.y) * BN;
-  // Row windows (a.win_wp > 0): the block's rows are positions l0.. of its image's padded output grid
-  // P x Wp (position p*Wp + q; q >= Q are padding columns, computed and dropped); its first output row p0.
-  const bool win = a.win_wp > 0;
-  int win_img = 0, win_l0 = 0, win_p0 = 0;
-  if (win) {
-    win_img = a.nb > 1 ? b : int(blockIdx.x) / a.win_tiles;
-    win_l0 = (int(blockIdx.x) % a.win_tiles) * BM;
-    win_p0 = win_l0 / a.win_wp;
-  }
 
   const T* src = static_cast<const T*>(a.src);
 
@@ -331,13 +289,10 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
   // activation matrix (rows past the image belong to output rows never stored; past the tensor, zeros).
   const bool a_tma = a.a_by_tma;
   const int a_row0 = int(int64_t(b) * a.Mb + m_block);  // (< 2^31: run() checks N*H*W)
-  // Shared memory: kStages stages of A and B; with row windows, kStages stages of B, then the window slots.
-  const uint32_t win_base = smem_base + kStages * kBBytes;
-  const uint32_t bars = win ? win_base + uint32_t(a.win_slots) * a.win_slot_bytes
-                            : smem_base + kStages * kStageBytes;  // kStages mbarriers, 8 bytes each
+  const uint32_t bars = smem_base + kStages * kStageBytes;  // kStages mbarriers, 8 bytes each
   if (tid == 0) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
-    if (a_tma || win) asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&amap)) : "memory");
+    if (a_tma) asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&amap)) : "memory");
     for (int s = 0; s < kStages; ++s) mbar_init(bars + 8 * s, 1);
     mbar_init_fence();
   }
@@ -348,21 +303,6 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
   // cores, set the pace of the first version (294 instructions per warp per stage at 128x256).
   auto load_stage = [&](int stage) {
     const int slot = stage % kStages;
-    if (win) {
-      // Stage = (channel slice cs, filter tap t), taps inner: the weights of tap t for the slice, and at a
-      // slice's first tap its window (into slot cs % 2, whose last reader, slice cs-2's last tap, has
-      // retired: loads run kStages-2 stages ahead and a slice has R*S >= kStages-1 taps, see run()).
-      if (tid == 0) {
-        const int cs = stage / a.win_taps, t = stage - cs * a.win_taps;
-        const uint32_t bar = bars + 8 * slot;
-        mbar_arrive_expect_tx(bar, kBBytes + (t == 0 ? a.win_box_bytes : 0u));
-        tma_load_2d(smem_base + slot * kBBytes, &wmap, t * a.Cg + cs * kBke, b_row0, bar);
-        if (t == 0)
-          tma_load_4d(win_base + uint32_t(cs % a.win_slots) * a.win_slot_bytes, &amap, g * a.Cg + cs * kBke,
-                      -a.pad_w, win_p0 - a.pad_h, win_img, bar);
-      }
-      return;
-    }
     const uint32_t sA = smem_base + slot * kStageBytes, sB = sA + kAStage;
     if (tid == 0) {
       mbar_arrive_expect_tx(bars + 8 * slot, kBBytes + (a_tma ? uint32_t(kAStage) : 0u));
@@ -399,14 +339,6 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
     const uint32_t bar = bars + 8 * (kt % kStages), parity = uint32_t(kt / kStages) & 1;
     cp_async_wait<kStages - 3>();  // this thread's copies of stage kt have landed ...
     if constexpr (kTf32) {
-      if (win) {
-        // (tf32, row windows) a slice's window is rounded in place once, at its first tap.
-        if (kt % a.win_taps == 0) {
-          mbar_wait(bar, parity);
-          const uint32_t w0 = win_base + uint32_t((kt / a.win_taps) % a.win_slots) * a.win_slot_bytes;
-          for (uint32_t c = uint32_t(tid) * 16; c < a.win_box_bytes; c += kThreads * 16) round_chunk_tf32(w0 + c);
-        }
-      } else {
       // ... (tf32) are rounded in place (the weights were rounded once, before the launch; activations
       // that came by TMA are awaited first) ...
       // NOTE: the first version rounded the weights here too, each block its own copy of every stage,
@@ -415,7 +347,6 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
       if (a_tma) mbar_wait(bar, parity);
 #pragma unroll
       for (int i = 0; i < kAIters; ++i) round_chunk_tf32(sA + (row0 + i * kRowsPerPass) * kRowBytes + swz);
-      }
     }
     fence_proxy_async();           // ... are visible to the tensor cores ...
     __syncthreads();               // ... and so are everyone's; every wgmma of stage kt-2 has retired
@@ -425,18 +356,7 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
       cp_async_commit();
     }
     mbar_wait(bar, parity);  // and its weights (TMA; and its activations, if by TMA)
-    uint64_t da, db;
-    if (win) {
-      // Tap (r, s) reads the window at (r*dil_h)*Wp + s*dil_w rows past the block's first position.
-      const int cs = kt / a.win_taps, t = kt - cs * a.win_taps, r = t / a.S, sx = t - r * a.S;
-      const int row = win_l0 - win_p0 * a.win_wp + wg * 64 + r * a.dil_h * a.win_wp + sx * a.dil_w;
-      da = smem_desc_row(win_base + uint32_t(cs % a.win_slots) * a.win_slot_bytes + uint32_t(row) * kRowBytes,
-                         a.win_base_offset);
-      db = smem_desc(smem_base + (kt % kStages) * kBBytes);
-    } else {
-      da = smem_desc(sA + a_wg);
-      db = smem_desc(sA + kAStage);
-    }
+    const uint64_t da = smem_desc(sA + a_wg), db = smem_desc(sA + kAStage);
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
     wgmma_fence();
@@ -459,7 +379,6 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
   // ---- the epilogue.
   const int lane = tid & 31, wq = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
   const int row = wg * 64 + wq * 16 + gq;  // this thread's rows: row and row + 8; columns 8j + 2tq, +1
-  const TileRows rows{m_block, win_l0, win ? (a.nb > 1 ? 0 : int64_t(win_img) * a.PQ) : 0};
   if constexpr (!kTf32) {
   if (a.ws == nullptr && a.residual == nullptr && a.alpha == 1.0f &&
       (a.act == Activation::none || a.act == Activation::relu)) {
@@ -498,9 +417,9 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
     constexpr int kCpr = BN / 8;  // 8-element (16-byte) pieces per tile row
     for (int idx = tid; idx < BM * kCpr; idx += kThreads) {
       const int r = idx / kCpr, cc = idx - r * kCpr;
-      const int64_t m = rows(a, r);
+      const int64_t m = m_block + r;
       const int n0 = n_block + cc * 8;
-      if (m < 0 || n0 >= a.Kpg) continue;
+      if (m >= a.Mb || n0 >= a.Kpg) continue;
       const int64_t o = (int64_t(b) * a.Mb + m) * a.K + g * a.Kpg + n0;
       const T* v = &otile[r * CS + cc * 8];
       if (a.vec_ok && n0 + 8 <= a.Kpg) {
@@ -525,7 +444,7 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
       *reinterpret_cast<float2*>(&ctile[(row + 8) * CS + col]) = make_float2(acc[nb][4 * j + 2], acc[nb][4 * j + 3]);
     }
   __syncthreads();
-  store_output_tile<T, BM, BN, kThreads>(a, ctile, CS, rows, n_block, b, g, split, tid);
+  store_output_tile<T, BM, BN, kThreads>(a, ctile, CS, m_block, n_block, b, g, split, tid);
 #else
   // Built for sm_90a only (see CMakeLists.txt); can_implement keeps other devices away.
   __trap();
@@ -618,91 +537,12 @@ bool activations_by_tma(const Conv2dProblem& p) {
          p.groups == 1 && p.n * p.h * p.w < (int64_t(1) << 31);
 }
 
-// ---- row windows (stride 1) ----
-// A stride-1 convolution reads, for filter tap (r, s), the input shifted by (r*dil_h, s*dil_w): in the padded
-// input laid out as rows of Wp = W + 2*pad_w pixels, output position l = p*Wp + q reads padded input position
-// l + r*dil_h*Wp + s*dil_w. So a block whose rows are the consecutive positions l0..l0+BM-1 (the q >= Q ones
-// are computed and dropped) needs, per slice of 64 channels (32 tf32), one window of whole padded input rows,
-// one TMA box (the padding arrives as zeros), and every tap's A operand is that window read from another
-// starting row: no per-tap gather, each activation loaded once per block and slice instead of R*S times.
-// The wgmma descriptor starts at any row of the window (its base-offset field carries the row's phase in
-// the 128-byte swizzle). The stages walk (slice, tap) with taps inner; two window slots when there are
-// several slices (one in flight while the other is read).
-constexpr int kMaxSmem = 227 * 1024;  // the opt-in maximum per block on sm_90
-
-// The dynamic shared memory of a row-window launch: kStages stages of B, the window slots, the mbarriers, the
-// alignment slack; and at least the epilogue's staged fp32 tile.
-int window_smem_bytes(int bm, int bn, int stages, int slots, uint32_t slot_bytes) {
-  const int64_t pipeline = int64_t(stages) * bn * kRowBytes + int64_t(slots) * slot_bytes + stages * 8;
-  return int(std::max<int64_t>(pipeline, int64_t(bm) * (bn + 8) * 4) + kAtomBytes);
-}
-
-bool env_not_zero(const char* name) {
-  const char* e = std::getenv(name);
-  return e == nullptr || std::string(e) != "0";
-}
-
-// Sets a's row-window fields for tile t (stages: its pipeline depth) if the launch can use them: stride 1,
-// C/groups a whole number of 128-byte slices, R*S >= stages - 1 taps (a window slot is reloaded only after
-// its last reader retired), Wp and the window's rows at most 256 (TMA box limits), the shared memory within
-// the limit, no split-K. CONVKIT_WGMMA_WINDOW=0 turns them off (read per call: tests compare both).
-void setup_window(TcArgs& a, const Conv2dProblem& p, DType dt, const Tile& t, int splits) {
-  if (!env_not_zero("CONVKIT_WGMMA_WINDOW") || splits != 1) return;
-  const int bke = bke_of(int(dtype_size(dt)));
-  const int stages = t.stages > 0 ? t.stages : 4;
-  if (p.stride_h != 1 || p.stride_w != 1 || p.c_per_group() % bke != 0 || p.r * p.s < stages - 1) return;
-  const int64_t wp = p.w + 2 * int64_t(p.pad_w);
-  if (wp > 256) return;
-  const int64_t rows = ceil_div(wp + t.bm - 1 + int64_t(p.s - 1) * p.dilation_w, wp) + int64_t(p.r - 1) * p.dilation_h;
-  if (rows > 256) return;
-  const uint32_t box = uint32_t(rows * wp * kRowBytes);
-  const uint32_t slot = (box + kAtomBytes - 1) / kAtomBytes * kAtomBytes;
-  const int slots = p.c_per_group() > bke ? 2 : 1;
-  if (window_smem_bytes(t.bm, t.bn, stages, slots, slot) > kMaxSmem) return;
-  const int64_t tiles = ceil_div(p.p() * wp, int64_t(t.bm));
-  if (tiles * (a.nb > 1 ? 1 : p.n) >= (int64_t(1) << 31)) return;
-  a.win_wp = int(wp);
-  a.win_rows = int(rows);
-  a.win_tiles = int(tiles);
-  a.win_P = int(p.p());
-  a.win_taps = p.r * p.s;
-  a.win_slots = slots;
-  a.win_box_bytes = box;
-  a.win_slot_bytes = slot;
-  a.win_base_offset = env_not_zero("CONVKIT_WGMMA_WIN_BASE_OFFSET");
-}
-
-// The activations as the 4-D tensor [N][H][W][C] (innermost first in the map), boxes of one slice of
-// channels x Wp x win_rows x 1 image, 128-byte swizzle: one row window.
-CUtensorMap window_map(const TcArgs& a, DType dt) {
-  CUtensorMap map;
-  const int es = int(dtype_size(dt));
-  const int64_t n = a.Mtot / a.PQ;
-  const cuuint64_t dims[4] = {cuuint64_t(a.C), cuuint64_t(a.W), cuuint64_t(a.H), cuuint64_t(n)};
-  const cuuint64_t strides[3] = {cuuint64_t(a.C) * es, cuuint64_t(a.W) * a.C * es, cuuint64_t(a.img_stride) * es};
-  const cuuint32_t box[4] = {cuuint32_t(bke_of(es)), cuuint32_t(a.win_wp), cuuint32_t(a.win_rows), 1};
-  const cuuint32_t estrides[4] = {1, 1, 1, 1};
-  const CUtensorMapDataType type = dt == DType::f16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                   : dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  const CUresult r = tensor_map_encoder()(&map, type, 4, const_cast<void*>(a.src), dims, strides, box, estrides,
-                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error(StatusCode::cuda_error, "cuda_igemm_wgmma: cuTensorMapEncodeTiled failed (CUresult " +
-                                            std::to_string(int(r)) + ") for the activation windows [" +
-                                            std::to_string(n) + "][" + std::to_string(a.H) + "][" +
-                                            std::to_string(a.W) + "][" + std::to_string(a.C) + "].");
-  return map;
-}
-
 template <typename T, int BM, int BN, int ST>
 void prepare_kernel() {
   static std::atomic<bool> done{false};
   if (!done.load(std::memory_order_acquire)) {
-    // (the row windows' launches may ask for more than the tile's own smem_bytes)
     CK_CUDA(cudaFuncSetAttribute(igemm_wgmma_kernel<T, BM, BN, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 std::max(smem_bytes<BM, BN, ST>(), kMaxSmem)));
+                                 smem_bytes<BM, BN, ST>()));
     done.store(true, std::memory_order_release);
   }
 }
@@ -712,10 +552,8 @@ void launch_tile(const TcArgs& a, dim3 grid, cudaStream_t stream, bool /*aligned
   prepare_kernel<T, BM, BN, ST>();
   const DType dt = std::is_same_v<T, __half> ? DType::f16 : std::is_same_v<T, float> ? DType::f32 : DType::bf16;
   const CUtensorMap map = weight_map(a, dt, BN);
-  // (amap is unread unless a_by_tma or row windows)
-  const CUtensorMap amap = a.win_wp > 0 ? window_map(a, dt) : a.a_by_tma ? activation_map(a, dt, BM) : map;
-  const int smem = a.win_wp > 0 ? window_smem_bytes(BM, BN, ST, a.win_slots, a.win_slot_bytes) : smem_bytes<BM, BN, ST>();
-  igemm_wgmma_kernel<T, BM, BN, ST><<<grid, BM / 64 * 128, smem, stream>>>(a, map, amap);
+  const CUtensorMap amap = a.a_by_tma ? activation_map(a, dt, BM) : map;  // (unread unless a_by_tma)
+  igemm_wgmma_kernel<T, BM, BN, ST><<<grid, BM / 64 * 128, smem_bytes<BM, BN, ST>(), stream>>>(a, map, amap);
 }
 
 template <typename T, int BM, int BN, int ST>
@@ -814,12 +652,6 @@ Support require_sm90() {
   return s;
 }
 
-// The grid's x: the m tiles of one batch entry (row windows: of each image).
-int64_t grid_x(const TcArgs& a, const Conv2dProblem& p, const Tile& t) {
-  if (a.win_wp > 0) return int64_t(a.win_tiles) * (a.nb > 1 ? 1 : p.n);
-  return ceil_div(a.Mb, int64_t(t.bm));
-}
-
 class CudaIgemmWgmma final : public CudaAlgorithm {
  public:
   std::string name() const override { return "cuda_igemm_wgmma"; }
@@ -912,8 +744,7 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
       a.wei = rounded;
     }
     const Tile& t = *plan.tile;
-    setup_window(a, pb, dt, t, plan.splits);
-    const dim3 grid(unsigned(grid_x(a, pb, t)), unsigned(ceil_div(a.Kpg, t.bn)),
+    const dim3 grid(unsigned(ceil_div(a.Mb, t.bm)), unsigned(ceil_div(a.Kpg, t.bn)),
                     unsigned(int64_t(a.nb) * a.G * plan.splits));
     t.launch(a, grid, stream, true);
     CK_LAUNCH("igemm_wgmma_kernel");
@@ -945,8 +776,7 @@ void wgmma_per_sample(const Conv2dProblem& p, const TensorView& src, const Tenso
                           bke_of(int(dtype_size(dt))));
   a.a_by_tma = activations_by_tma(p);
   const Tile& t = *plan.tile;
-  setup_window(a, p, dt, t, 1);
-  const dim3 grid(unsigned(grid_x(a, p, t)), unsigned(ceil_div(a.Kpg, t.bn)), unsigned(int64_t(a.nb) * a.G));
+  const dim3 grid(unsigned(ceil_div(a.Mb, t.bm)), unsigned(ceil_div(a.Kpg, t.bn)), unsigned(int64_t(a.nb) * a.G));
   t.launch(a, grid, as_stream(stream), true);
   CK_LAUNCH("igemm_wgmma_kernel (per-sample)");
 }
