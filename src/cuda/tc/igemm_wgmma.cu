@@ -22,8 +22,9 @@
 //  - 128-byte k stages instead of 64: half the barriers per multiply;
 //  - the short epilogue (bias, relu) in registers, staged in the output type;
 //  - tf32: wgmma would use fp32 operands as they are (the low 13 mantissa bits dropped: truncation); convkit's
-//    tf32 rounds to nearest even (tf32_rne_bits), so the weights are rounded once per call into the workspace and each stage of
-//    activations is rounded in shared memory by the threads before it is published.
+//    tf32 rounds to nearest even (tf32_rne_bits), so the weights are rounded once per call into the
+//    workspace and each stage of activations is rounded in shared memory by the threads before it is
+//    published.
 // Ordering: each thread's cp.async copies are made visible to the tensor cores (the async proxy) with
 // fence.proxy.async.shared::cta before the barrier that publishes the stage; the TMA's mbarrier phase is
 // awaited by every thread; a slot is refilled only after every warpgroup's wgmma.wait_group has retired the
@@ -38,6 +39,17 @@
 // instructions per warp per stage set the pace: 0.33 IPC); TMA weights and the lean gather 0.61x (seed000
 // 0.650 -> 0.508 ms); the register epilogue 0.68x; 3-stage tiles at 2-3 blocks per SM 0.69x; activations of
 // the 1x1 layers by TMA 0.70x -> 0.74x (heuristic variants). tf32 0.49x (cuda_igemm_mma) -> 0.62x.
+// NOTE: tf32 is not bound by its rounding: cvt.rna (3 SASS instructions, 14 per 16-byte chunk) -> cvt.rn
+// (one F2FP, 6 per chunk) moved the tf32 layers by 1% at most (3x3 64@56 0.0776 -> 0.0766 ms).
+// NOTE: tried and removed, "row windows" for stride-1 layers: per 128-byte channel slice one TMA box of
+// whole padded input rows, each filter tap's A operand that window read from another starting row (the
+// descriptor may start at any 128-byte row; its base-offset field must stay 0: the swizzle follows the
+// address bits). L2 traffic fell (ncu, 3x3 64@56 bf16: L2 throughput 42% -> 16%) but every layer got slower
+// (0.0346 -> 0.0497 ms there; 3x3 128@28 0.0276 -> 0.0331; 3x3 256@14 0.031 -> 0.042; tf32 alike), also
+// with each window issued a whole slice ahead. The gathered kernel is latency-bound (ncu: SM 59%, L2 42%,
+// DRAM 8%, 6 warps per scheduler), not L2-bound. A likely cause: an A operand that starts mid-atom makes
+// every core matrix straddle two swizzle atoms (n64 tiles lost most: 0.70x, n128 ones 0.83x). Operands
+// read by ldmatrix into registers (wgmma's RS form) would not care; not tried. docs/kernels.md has the table.
 #include <cuda.h>  // CUtensorMap (the driver's encoder is reached through the runtime: no -lcuda)
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
