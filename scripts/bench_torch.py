@@ -7,6 +7,9 @@
      torch        : the block as written (conv + BN + ReLU, cuDNN)
      convkit      : the same model after convkit.nn.convert(model, memory_format=torch.channels_last)
                     (convolutions swapped, weights stored KRSC; BN/ReLU still separate torch ops)
+     convkit autotune: the same with convert(..., algo="autotune"), convkit's counterpart of cuDNN's
+                    benchmark=True that the torch rows run with (the first call times the candidates and
+                    keeps the winner in the tune cache; the warm-up runs take that call)
      convkit-fused: BN folded into the weights, ReLU and the residual add fused into convkit's epilogue
    each timed eager (every op dispatched from Python on every run: this block is host-bound) and as a CUDA
    graph replay (the device time of its kernels; "(CUDA graph)" rows).
@@ -203,6 +206,8 @@ def bench_bottleneck(rep, dtype, runs):
     with torch.no_grad():
         ref = block(x)
         ck = convkit.nn.convert(copy.deepcopy(block), memory_format=torch.channels_last)
+        ck_tuned = convkit.nn.convert(copy.deepcopy(block), algo="autotune", memory_format=torch.channels_last)
+        ck_tuned(x)  # tunes (or finds the cache's winners) before anything is timed
         fused = FusedBottleneck(block)
         # Eager (each op dispatched from Python on every run), then the same forward replayed from a CUDA graph
         # (device time only). NOTE: eager, this block is host-bound on the H200: torch's own time moved from
@@ -210,7 +215,7 @@ def bench_bottleneck(rep, dtype, runs):
         for mode, timer in (("", bench), (" (CUDA graph)", bench_graph)):
             t_ref, why = attempt(lambda: timer(lambda: block(x), runs))
             rep.add(name, "torch" + mode, t_ref, status=why)
-            for variant, model in (("convkit", ck), ("convkit-fused", fused)):
+            for variant, model in (("convkit", ck), ("convkit autotune", ck_tuned), ("convkit-fused", fused)):
                 algos = plans_of(model, x)
                 out, why = attempt(lambda: model(x))
                 ms = None
