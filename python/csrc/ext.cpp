@@ -187,8 +187,10 @@ convkit::Layout preferred_cuda_layout(const convkit::Conv2dProblem& p, convkit::
 
 // The layout the library computes in, for x in `layout`: `layout` itself on the CPU, on CUDA the one
 // preferred_cuda_layout() names (the op then transforms on the way in and out), remembered per request.
-// NOTE: uncached, the two heuristic ranks (every algorithm's can_implement) cost about 0.1 ms of host time
-// per call: the eager bf16 bottleneck went from 0.26 to 0.64 ms (H200, fifth session).
+// NOTE: the first version ranked on every call (every algorithm's can_implement, twice): the eager bf16
+// bottleneck measured 0.62-0.64 ms (0.26 ms in the fourth session, when channels_last inputs skipped the
+// ranking), its CUDA-graph replay unchanged (0.243 ms): host time, about 0.1 ms per convolution. This
+// cache has not been timed on the GPU yet (no device time left in the fifth session).
 convkit::Layout compute_layout(const convkit::Conv2dProblem& p, convkit::DType dtype, convkit::Layout layout,
                                convkit::Device device, const convkit::RunOptions& opt) {
   if (device != convkit::Device::cuda || p.n <= 0) return layout;
