@@ -38,6 +38,9 @@
 // scalar gathers, no spills in any (launch-bound floors: see min_blocks_per_sm):
 //   128x64: f16 126 / 168, bf16 128 / 168, tf32 166 / 168; 36 KiB static smem (36,864 bytes);
 //   64x64:  f16 106 / 118, bf16 112 / 124, tf32 128 / 118; 21 KiB static smem (21,504 bytes).
+//   (Since tf32 rounds to nearest even with cvt.rn, the scalar-gather tf32 64x64 kernel needs more than its
+//   128-register floor and spills 4 bytes; with cvt.rna it took 118. The only spill in the build, kept for
+//   one rounding rule across the rungs.)
 //   -> 4 blocks (16 warps) per SM for every 64x64 kernel and the 16-bit 16-byte-gather 128x64 ones,
 //      3 blocks (12 warps) for the rest (register-bound). Workspace: 0.
 // measured (H200, 2026-11-29, bf16 NHWC, batch 32, vs cuDNN in the same process; docs/perf.md): ResNet-50
