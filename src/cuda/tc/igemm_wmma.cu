@@ -35,7 +35,7 @@
 // detail() reports the tile, the gather and the grid.
 //
 // Resources (sm_90, -O3, nvcc -Xptxas -v, CUDA 13, 2026-11-29), registers per thread with 16-byte /
-// scalar gathers, no spills in any (launch-bound floors: see min_blocks_per_sm):
+// scalar gathers (launch-bound floors: see min_blocks_per_sm):
 //   128x64: f16 126 / 168, bf16 128 / 168, tf32 166 / 168; 36 KiB static smem (36,864 bytes);
 //   64x64:  f16 106 / 118, bf16 112 / 124, tf32 128 / 118; 21 KiB static smem (21,504 bytes).
 //   (Since tf32 rounds to nearest even with cvt.rn, the scalar-gather tf32 64x64 kernel needs more than its
