@@ -72,7 +72,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
                : "memory");
 }
 
-
 // One warp-wide D += A*B on a 16 x 8 tile, k = 32 bytes of each operand.
 template <typename T>
 struct Mma;

@@ -355,7 +355,7 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
       // that came by TMA are awaited first) ...
       // NOTE: the first version rounded the weights here too, each block its own copy of every stage,
       // with cvt.rna (ties away: 3 SASS instructions each, 14 per 16-byte chunk): tf32 ResNet-50 0.60x
-      // cuDNN, instruction-bound; weights rounded once per call 0.62x; cvt.rn (one F2FP): see the header.
+      // cuDNN; weights rounded once per call 0.62x; cvt.rn (one F2FP) changed nothing measurable (header).
       if (a_tma) mbar_wait(bar, parity);
 #pragma unroll
       for (int i = 0; i < kAIters; ++i) round_chunk_tf32(sA + (row0 + i * kRowsPerPass) * kRowBytes + swz);
