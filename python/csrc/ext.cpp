@@ -187,10 +187,12 @@ convkit::Layout preferred_cuda_layout(const convkit::Conv2dProblem& p, convkit::
 
 // The layout the library computes in, for x in `layout`: `layout` itself on the CPU, on CUDA the one
 // preferred_cuda_layout() names (the op then transforms on the way in and out), remembered per request.
-// NOTE: the first version ranked on every call (every algorithm's can_implement, twice): the eager bf16
-// bottleneck measured 0.62-0.64 ms (0.26 ms in the fourth session, when channels_last inputs skipped the
-// ranking), its CUDA-graph replay unchanged (0.243 ms): host time, about 0.1 ms per convolution. This
-// cache has not been timed on the GPU yet (no device time left in the fifth session).
+// NOTE: the first version ranked on every call (every algorithm's can_implement, twice). With it the eager
+// bf16 bottleneck took 1.54x torch's eager time (0.64 vs 0.41 ms; 1.10x in the fourth session, when
+// channels_last inputs skipped the ranking) and the BN-folded block 0.357 ms eager against 0.144 ms
+// replayed from a CUDA graph (0.144 both ways before): host time. The ranking is the one host-side change
+// on that path, but its cost was not isolated, and this cache has not been timed on the GPU (no device time
+// was left in the fifth session).
 convkit::Layout compute_layout(const convkit::Conv2dProblem& p, convkit::DType dtype, convkit::Layout layout,
                                convkit::Device device, const convkit::RunOptions& opt) {
   if (device != convkit::Device::cuda || p.n <= 0) return layout;
