@@ -122,6 +122,7 @@ const Case kLowpCases[] = {
     {"n2c64h20w20k72r3s3p1", true, false, Activation::relu},       // several m and n tiles, 9 k stages
     {"n3c5h9w7k6r3s3p1u1", true, false, Activation::none},         // C % 8 != 0: cuda_igemm_mma's general C
     {"n1c4h12w12k9r7s7p3u2", true, true, Activation::none},        // 7x7 stride 2, batch 1
+    {"n3c128h7w9k32r3s3p1u2g2", true, false, Activation::relu},    // C/g = 64: activations by TMA's im2col mode
 };
 
 std::vector<unsigned char> to_bytes(const std::vector<float>& v, DType dt) {

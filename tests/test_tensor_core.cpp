@@ -303,6 +303,17 @@ const std::vector<Shape>& main_shapes() {
       {"M=225, K=96", "n1c64h15w15k96r3s3p1"},
       {"M=784: several 128 tiles", "n1c64h28w28k64r3s3p1"},
       {"batch 4", "n4c16h6w6k32r3s3p1"},
+      // C/groups a multiple of 64: cuda_igemm_wgmma loads these by the TMA's im2col mode (tiles cross
+      // images; the pixel box's corners come from padding, stride and the output size).
+      {"C=64, dilation 2 and stride 2", "n2c64h13w11k32r3s3p2u2d2"},
+      {"C=64, asymmetric 3x5, pads and strides", "n1c64h11w9k24r3s5ph1pw2uh2uw1"},
+      {"C=64, padding larger than R/2, batch 3", "n3c64h6w7k16r3s3p3"},
+      {"C=64, input smaller than the filter", "n2c64h2w3k8r5s5p2"},
+      {"C=128, groups 2 (C/g=64)", "n2c128h7w9k64r3s3p1g2"},
+      {"C=64, 7x7 stride 2", "n1c64h19w17k32r7s7p3u2"},
+      {"C=64, 1x7", "n1c64h6w12k16r1s7ph0pw3"},
+      {"C=64, 1x1 with padding", "n2c64h5w5k16r1s1p1"},
+      {"C=64, stride 3, more images than a tile holds", "n9c64h5w6k24r3s3p1u3"},
   };
   return v;
 }
@@ -328,6 +339,7 @@ const std::vector<Shape>& quick_shapes() {
       {"split-K", "n1c256h4w4k32r3s3p1"},
       {"dilation 2 stride 2", "n1c8h19w19k16r3s3p2u2d2"},
       {"K=65", "n2c16h5w5k65r3s3p1"},
+      {"C=64, stride 2, padded (im2col TMA)", "n2c64h7w6k16r3s3p2u2"},
   };
   return v;
 }

@@ -55,8 +55,10 @@ struct TcArgs {
   int splits, tiles_per_split, num_k_tiles;
   int adv_c, adv_s, adv_r;  // one stage's k step written in the mixed radix (r, s, c): BKE = (adv_r*S + adv_s)*Cg + adv_c
   bool vec_ok;  // K and K/groups % 8 == 0, dst/residual/ws 16-byte aligned: 8 channels = whole vectors
-  bool a_by_tma;  // (cuda_igemm_wgmma) A is the plain [N*H*W][C] matrix (1x1, stride 1, no padding, one
-                  // group): its stages come by TMA too, not gathered by the threads
+  bool a_by_tma;  // (cuda_igemm_wgmma) A's stages come by TMA too, not gathered by the threads: as the plain
+                  // [N*H*W][C] matrix (1x1, stride 1, no padding, one group) or, with a_im2col, by the
+                  // TMA's im2col mode (one filter tap and 128 bytes of channels per stage)
+  bool a_im2col;
 };
 
 

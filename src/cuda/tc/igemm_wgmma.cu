@@ -195,6 +195,19 @@ __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
+// One arrival if `pred`, predicated inside the asm: no branch in the k loop.
+// NOTE: a C++ `if` around the arrival, with a wgmma in flight, made ptxas serialize every wgmma of the
+// warp-specialized kernel (warning C7515: non-wgmma instructions defining accumulator registers).
+__device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+               "r"(int(pred))
+               : "memory");
+}
+// A barrier of `threads` threads (whole warps) under id (1..15; 0 is __syncthreads'): a warpgroup's, or the
+// consumers' of the warp-specialized kernel (whose producer warp never joins).
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
@@ -214,11 +227,105 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
+// A box of BM output pixels x one stage's 128 bytes of channels in the TMA's im2col mode: the pixels of the
+// traversal that starts at input position (w, h) of image n (one output pixel's window origin; the tensor
+// map's pixel box and element strides give the convolution's padding and stride), each read at that
+// position plus the filter tap's offset (off_w, off_h), channels c..; positions outside the image (the
+// padding) and images past N arrive as zeros. Same 128-byte swizzle as the 2-D boxes.
+__device__ __forceinline__ void tma_load_im2col(uint32_t dst, const CUtensorMap* map, int c, int w, int h, int n,
+                                                uint16_t off_w, uint16_t off_h, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6], {%7, %8};\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar), "h"(off_w), "h"(off_h)
+      : "memory");
+}
+
 // Keeps the compiler from moving accumulator reads or writes across a wgmma that is in flight.
 template <int N>
 __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// ---- the epilogue (the consumer threads: tid < kThreads; sync() is their barrier) -------------------------
+// The accumulators of the BM x BN tile out to dst (or, with split-K, to the fp32 partials), through the
+// pipeline's shared memory (kSmemBytes of it, free again when this runs).
+template <typename T, int BM, int BN, int kSmemBytes, int kThreads, typename Sync>
+__device__ __forceinline__ void wgmma_epilogue(const TcArgs& a, float (&acc)[BN / (BN < 256 ? BN : 256)][(BN < 256 ? BN : 256) / 2],
+                                               unsigned char* smem, int64_t m_block, int n_block, int b, int g,
+                                               int split, int tid, Sync sync) {
+  constexpr bool kTf32 = std::is_same_v<T, float>;
+  constexpr int WN = BN < 256 ? BN : 256, NB = BN / WN;
+  const int wg = tid / 128;
+  const int lane = tid & 31, wq = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
+  const int row = wg * 64 + wq * 16 + gq;  // this thread's rows: row and row + 8; columns 8j + 2tq, +1
+  if constexpr (!kTf32) {
+  if (a.ws == nullptr && a.residual == nullptr && a.alpha == 1.0f &&
+      (a.act == Activation::none || a.act == Activation::relu)) {
+    // The common fused forms (conv, + bias, + relu; not a split-K partial): bias and relu are applied in
+    // registers and the tile is staged in the output type (half the shared-memory traffic of fp32), then
+    // copied out in 16-byte pieces.
+    // NOTE: only these forms: with every activation inlined at each of the 64-128 accumulator pairs (the
+    // first version) the code outgrew the instruction cache and the 128x256 tile ran 3.5x slower on
+    // 1x1 64->256 at 56x56 (H200).
+    // (16-bit outputs only: fp32 ones take the general path below, staging them in T would save nothing.)
+    constexpr int CS = BN + 8;  // T row stride: (BN + 8) * 2 bytes puts a warp's 8 rows on distinct banks
+    static_assert(BM * CS * 2 <= kSmemBytes, "the output tile fits in the pipeline's shared memory");
+    T* otile = reinterpret_cast<T*>(smem);
+    const T* bias = static_cast<const T*>(a.bias);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+      for (int j = 0; j < WN / 8; ++j) {
+        const int col = nb * WN + j * 8 + tq * 2;
+        const int n = n_block + col;
+        const bool hb = bias != nullptr;
+        const int64_t bk = int64_t(b) * a.bias_b_stride + g * a.Kpg + n;
+        const float b0 = hb && n < a.Kpg ? elem_to_float<T>(bias[bk]) : 0.0f;
+        const float b1 = hb && n + 1 < a.Kpg ? elem_to_float<T>(bias[bk + 1]) : 0.0f;
+        const bool relu = a.act == Activation::relu;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float y0 = acc[nb][4 * j + 2 * h] + b0, y1 = acc[nb][4 * j + 2 * h + 1] + b1;
+          if (relu) y0 = fmaxf(y0, 0.0f), y1 = fmaxf(y1, 0.0f);  // (as store_output_tile's short form)
+          T pair[2] = {float_to_elem<T>(y0), float_to_elem<T>(y1)};
+          *reinterpret_cast<uint32_t*>(&otile[(row + 8 * h) * CS + col]) = *reinterpret_cast<const uint32_t*>(pair);
+        }
+      }
+    sync();
+    T* dst = static_cast<T*>(a.dst);
+    constexpr int kCpr = BN / 8;  // 8-element (16-byte) pieces per tile row
+    for (int idx = tid; idx < BM * kCpr; idx += kThreads) {
+      const int r = idx / kCpr, cc = idx - r * kCpr;
+      const int64_t m = m_block + r;
+      const int n0 = n_block + cc * 8;
+      if (m >= a.Mb || n0 >= a.Kpg) continue;
+      const int64_t o = (int64_t(b) * a.Mb + m) * a.K + g * a.Kpg + n0;
+      const T* v = &otile[r * CS + cc * 8];
+      if (a.vec_ok && n0 + 8 <= a.Kpg) {
+        *reinterpret_cast<uint4*>(dst + o) = *reinterpret_cast<const uint4*>(v);
+      } else {
+        for (int e = 0; e < min(8, a.Kpg - n0); ++e) dst[o + e] = v[e];
+      }
+    }
+    return;
+  }
+  }
+  // The general epilogue (residual, split-K partials): an fp32 BM x BN tile, then store_output_tile.
+  constexpr int CS = BN + 8;  // fp32 row stride of the staged tile (padded: fewer conflicts)
+  static_assert(BM * CS * 4 <= kSmemBytes, "the output tile fits in the pipeline's shared memory");
+  float* ctile = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+    for (int j = 0; j < WN / 8; ++j) {
+      const int col = nb * WN + j * 8 + tq * 2;
+      *reinterpret_cast<float2*>(&ctile[row * CS + col]) = make_float2(acc[nb][4 * j], acc[nb][4 * j + 1]);
+      *reinterpret_cast<float2*>(&ctile[(row + 8) * CS + col]) = make_float2(acc[nb][4 * j + 2], acc[nb][4 * j + 3]);
+    }
+  sync();
+  store_output_tile<T, BM, BN, kThreads>(a, ctile, CS, m_block, n_block, b, g, split, tid);
 }
 
 // ---- the kernel ------------------------------------------------------------------------------------
@@ -297,10 +404,21 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
   // box row past the group's Kpg reads the next group's weights, which only feed output columns never
   // stored (b > 0 only with per-sample weights: the tensor map spans the N*K rows).
   const int b_row0 = (a.nb > 1 ? b * a.K : 0) + g * a.Kpg + n_block;
-  // A by TMA (a.a_by_tma: 1x1, stride 1, no padding, one group): rows b*Mb + m_block.. of the [N*H*W][C]
-  // activation matrix (rows past the image belong to output rows never stored; past the tensor, zeros).
+  // A by TMA (a.a_by_tma), as a matrix (1x1, stride 1, no padding, one group): rows b*Mb + m_block.. of the
+  // [N*H*W][C] activation matrix (rows past the image belong to output rows never stored; past the tensor,
+  // zeros). In im2col mode (a.a_im2col): the traversal from the window origin (i2c_w, i2c_h) of the block's
+  // first output pixel in image i2c_n, channels from g*Cg; each stage adds its tap's offsets and channels.
   const bool a_tma = a.a_by_tma;
   const int a_row0 = int(int64_t(b) * a.Mb + m_block);  // (< 2^31: run() checks N*H*W)
+  int i2c_w = 0, i2c_h = 0, i2c_n = 0;
+  if (a.a_im2col) {
+    const int64_t mg = int64_t(b) * a.Mb + m_block;
+    const int64_t img = mg / a.PQ;
+    const int pq = int(mg - img * a.PQ), p = pq / a.Q, q = pq - p * a.Q;
+    i2c_h = p * a.stride_h - a.pad_h;
+    i2c_w = q * a.stride_w - a.pad_w;
+    i2c_n = int(img);
+  }
   const uint32_t bars = smem_base + kStages * kStageBytes;  // kStages mbarriers, 8 bytes each
   if (tid == 0) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
@@ -319,9 +437,16 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
     if (tid == 0) {
       mbar_arrive_expect_tx(bars + 8 * slot, kBBytes + (a_tma ? uint32_t(kAStage) : 0u));
       tma_load_2d(sB, &wmap, (kt0 + stage) * kBke, b_row0, bars + 8 * slot);
-      if (a_tma) tma_load_2d(sA, &amap, (kt0 + stage) * kBke, a_row0, bars + 8 * slot);
+      if (a.a_im2col)  // (thread 0's tap walk is the stage's: its chunk is 0)
+        tma_load_im2col(sA, &amap, g * a.Cg + tw.c, i2c_w, i2c_h, i2c_n, uint16_t(tw.s * a.dil_w),
+                        uint16_t(tw.r * a.dil_h), bars + 8 * slot);
+      else if (a_tma)
+        tma_load_2d(sA, &amap, (kt0 + stage) * kBke, a_row0, bars + 8 * slot);
     }
-    if (a_tma) return;
+    if (a_tma) {
+      if (a.a_im2col) tw.advance(a, kBke);
+      return;
+    }
     const bool k_ok = tw.r < a.R;  // k < Kg
     const int dh = tw.r * a.dil_h, dw = tw.s * a.dil_w;
     const int64_t tap = (int64_t(dh) * a.W + dw) * a.C + tw.c;
@@ -360,7 +485,7 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
 #pragma unroll
       for (int i = 0; i < kAIters; ++i) round_chunk_tf32(sA + (row0 + i * kRowsPerPass) * kRowBytes + swz);
     }
-    fence_proxy_async();           // ... are visible to the tensor cores ...
+    if (kTf32 || !a_tma) fence_proxy_async();  // ... are visible to the tensor cores ...
     __syncthreads();               // ... and so are everyone's; every wgmma of stage kt-2 has retired
     {
       const int next = kt + kStages - 2;  // into the slot of stage kt-2
@@ -388,77 +513,163 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
   cp_async_wait<0>();
   __syncthreads();
 
-  // ---- the epilogue.
-  const int lane = tid & 31, wq = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
-  const int row = wg * 64 + wq * 16 + gq;  // this thread's rows: row and row + 8; columns 8j + 2tq, +1
-  if constexpr (!kTf32) {
-  if (a.ws == nullptr && a.residual == nullptr && a.alpha == 1.0f &&
-      (a.act == Activation::none || a.act == Activation::relu)) {
-    // The common fused forms (conv, + bias, + relu; not a split-K partial): bias and relu are applied in
-    // registers and the tile is staged in the output type (half the shared-memory traffic of fp32), then
-    // copied out in 16-byte pieces.
-    // NOTE: only these forms: with every activation inlined at each of the 64-128 accumulator pairs (the
-    // first version) the code outgrew the instruction cache and the 128x256 tile ran 3.5x slower on
-    // 1x1 64->256 at 56x56 (H200).
-    // (16-bit outputs only: fp32 ones take the general path below, staging them in T would save nothing.)
-    constexpr int CS = BN + 8;  // T row stride: (BN + 8) * 2 bytes puts a warp's 8 rows on distinct banks
-    static_assert(BM * CS * 2 <= kStages * kStageBytes, "the output tile fits in the pipeline's shared memory");
-    T* otile = reinterpret_cast<T*>(smem);
-    const T* bias = static_cast<const T*>(a.bias);
-#pragma unroll
-    for (int nb = 0; nb < NB; ++nb)
-#pragma unroll
-      for (int j = 0; j < WN / 8; ++j) {
-        const int col = nb * WN + j * 8 + tq * 2;
-        const int n = n_block + col;
-        const bool hb = bias != nullptr;
-        const int64_t bk = int64_t(b) * a.bias_b_stride + g * a.Kpg + n;
-        const float b0 = hb && n < a.Kpg ? elem_to_float<T>(bias[bk]) : 0.0f;
-        const float b1 = hb && n + 1 < a.Kpg ? elem_to_float<T>(bias[bk + 1]) : 0.0f;
-        const bool relu = a.act == Activation::relu;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float y0 = acc[nb][4 * j + 2 * h] + b0, y1 = acc[nb][4 * j + 2 * h + 1] + b1;
-          if (relu) y0 = fmaxf(y0, 0.0f), y1 = fmaxf(y1, 0.0f);  // (as store_output_tile's short form)
-          T pair[2] = {float_to_elem<T>(y0), float_to_elem<T>(y1)};
-          *reinterpret_cast<uint32_t*>(&otile[(row + 8 * h) * CS + col]) = *reinterpret_cast<const uint32_t*>(pair);
-        }
-      }
-    __syncthreads();
-    T* dst = static_cast<T*>(a.dst);
-    constexpr int kCpr = BN / 8;  // 8-element (16-byte) pieces per tile row
-    for (int idx = tid; idx < BM * kCpr; idx += kThreads) {
-      const int r = idx / kCpr, cc = idx - r * kCpr;
-      const int64_t m = m_block + r;
-      const int n0 = n_block + cc * 8;
-      if (m >= a.Mb || n0 >= a.Kpg) continue;
-      const int64_t o = (int64_t(b) * a.Mb + m) * a.K + g * a.Kpg + n0;
-      const T* v = &otile[r * CS + cc * 8];
-      if (a.vec_ok && n0 + 8 <= a.Kpg) {
-        *reinterpret_cast<uint4*>(dst + o) = *reinterpret_cast<const uint4*>(v);
+  wgmma_epilogue<T, BM, BN, kStages * kStageBytes, kThreads>(a, acc, smem, m_block, n_block, b, g, split, tid,
+                                                            [] { __syncthreads(); });
+#else
+  // Built for sm_90a only (see CMakeLists.txt); can_implement keeps other devices away.
+  __trap();
+#endif
+}
+
+// ---- the warp-specialized kernel (activations by TMA) ---------------------------------------------------
+// When both operands come by TMA (a.a_by_tma) no thread gathers anything, and the pipeline above wastes its
+// depth: a slot is refilled only after a __syncthreads that follows every warpgroup's wait for the multiply
+// before, so a 3-stage block keeps one stage loading while it multiplies (ncu: latency-bound), and several
+// blocks per SM stand in for a deeper pipeline.
+// Here one extra warpgroup (the producer; one of its threads works) issues the TMA loads of all kStages slots
+// as fast as they free up, and the BM / 64 consumer warpgroups only wait and multiply.
+// NOTE: not setmaxnreg (the producer's registers handed to the consumers): ptxas compiles the whole kernel
+// within the launch bound's count anyway, and an increase the pool could not cover hung the first version
+// (a kernel compiled for fewer registers than the bound frees too few). Two mbarriers per slot: `full` (the TMA's bytes
+// landed: one arrival with the transaction count) and `empty` (every consumer warp's wgmma that read the slot
+// has retired: BM / 64 * 4 arrivals, one per warp after its wgmma.wait_group). No __syncthreads in the k loop:
+// kStages - 1 stages stay in flight. tf32: each consumer warpgroup rounds its own 64 rows of the activations
+// in shared memory (then fence.proxy.async and a warpgroup barrier) before it multiplies them.
+// One block per SM (4-8 stages fill the shared memory) or two; threads: BM / 64 * 128 + 128.
+template <int BM, int BN, int ST>
+constexpr int ws_smem_bytes() {
+  return ST * (BM + BN) * kRowBytes + 2 * ST * 8 + kAtomBytes;  // + full and empty mbarriers, + the slack
+}
+// Two blocks per SM where the shared memory allows (a block's epilogue then overlaps the other's loop).
+template <int BM, int BN, int ST>
+constexpr int ws_min_blocks() {
+  return (227 * 1024) / ws_smem_bytes<BM, BN, ST>() >= 2 ? 2 : 1;
+}
+
+template <typename T, int BM, int BN, int kStages>
+__global__ void __launch_bounds__(BM / 64 * 128 + 128, (ws_min_blocks<BM, BN, kStages>())) igemm_wgmma_ws_kernel(const TcArgs a, const __grid_constant__ CUtensorMap wmap,
+                                                                            const __grid_constant__ CUtensorMap amap) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kThreads = BM / 64 * 128;  // the consumers; the producer warpgroup is tid kThreads..+127
+  constexpr int kConsumerWarps = kThreads / 32;
+  constexpr bool kTf32 = std::is_same_v<T, float>;
+  constexpr int kBke = bke_of(int(sizeof(T)));
+  constexpr int WN = BN < 256 ? BN : 256, NB = BN / WN;
+  constexpr int kAStage = BM * kRowBytes, kStageBytes = (BM + BN) * kRowBytes;
+  static_assert(kStages >= 2, "one stage multiplied while the next loads");
+  static_assert(BN % WN == 0 && (WN == 64 || WN == 128 || WN == 256), "wgmma n64, n128 or n256");
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const uint32_t pad = (kAtomBytes - (raw & (kAtomBytes - 1))) & (kAtomBytes - 1);
+  const uint32_t smem_base = raw + pad;
+  unsigned char* smem = smem_raw + pad;
+  const uint32_t full = smem_base + kStages * kStageBytes, empty = full + 8 * kStages;
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  int z = int(blockIdx.z);
+  const int split = z % a.splits;
+  z /= a.splits;
+  const int g = z % a.G;
+  const int b = z / a.G;
+  const int64_t m_block = int64_t(blockIdx.x) * BM;
+  const int n_block = int(blockIdx.y) * BN;
+  const int kt0 = split * a.tiles_per_split;
+  const int nk = min(a.num_k_tiles - kt0, a.tiles_per_split);
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, kConsumerWarps);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (tid >= kThreads) {
+    // ---- the producer: one thread issues every load.
+    if (tid != kThreads) return;
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&amap)) : "memory");
+    TapWalk tw;
+    tw.start(a, kt0 * kBke);
+    const int b_row0 = (a.nb > 1 ? b * a.K : 0) + g * a.Kpg + n_block;
+    const int a_row0 = int(int64_t(b) * a.Mb + m_block);
+    int i2c_w = 0, i2c_h = 0, i2c_n = 0;
+    if (a.a_im2col) {
+      const int64_t mg = int64_t(b) * a.Mb + m_block;
+      const int64_t img = mg / a.PQ;
+      const int pq = int(mg - img * a.PQ), p = pq / a.Q, q = pq - p * a.Q;
+      i2c_h = p * a.stride_h - a.pad_h;
+      i2c_w = q * a.stride_w - a.pad_w;
+      i2c_n = int(img);
+    }
+    for (int kt = 0; kt < nk; ++kt) {
+      const int slot = kt % kStages;
+      if (kt >= kStages) mbar_wait(empty + 8 * slot, uint32_t((kt / kStages) - 1) & 1);
+      const uint32_t sA = smem_base + slot * kStageBytes, bar = full + 8 * slot;
+      mbar_arrive_expect_tx(bar, uint32_t(kStageBytes));
+      tma_load_2d(sA + kAStage, &wmap, (kt0 + kt) * kBke, b_row0, bar);
+      if (a.a_im2col) {
+        tma_load_im2col(sA, &amap, g * a.Cg + tw.c, i2c_w, i2c_h, i2c_n, uint16_t(tw.s * a.dil_w),
+                        uint16_t(tw.r * a.dil_h), bar);
+        tw.advance(a, kBke);
       } else {
-        for (int e = 0; e < min(8, a.Kpg - n0); ++e) dst[o + e] = v[e];
+        tma_load_2d(sA, &amap, (kt0 + kt) * kBke, a_row0, bar);
       }
     }
     return;
   }
-  }
-  // The general epilogue (residual, split-K partials): an fp32 BM x BN tile, then store_output_tile.
-  constexpr int CS = BN + 8;  // fp32 row stride of the staged tile (padded: fewer conflicts)
-  static_assert(BM * CS * 4 <= kStages * kStageBytes, "the output tile fits in the pipeline's shared memory");
-  float* ctile = reinterpret_cast<float*>(smem);
+
+  // ---- the consumers.
+  float acc[NB][WN / 2];
 #pragma unroll
   for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-    for (int j = 0; j < WN / 8; ++j) {
-      const int col = nb * WN + j * 8 + tq * 2;
-      *reinterpret_cast<float2*>(&ctile[row * CS + col]) = make_float2(acc[nb][4 * j], acc[nb][4 * j + 1]);
-      *reinterpret_cast<float2*>(&ctile[(row + 8) * CS + col]) = make_float2(acc[nb][4 * j + 2], acc[nb][4 * j + 3]);
+    for (int e = 0; e < WN / 2; ++e) acc[nb][e] = 0.0f;
+  const uint32_t a_wg = uint32_t(wg) * 64 * kRowBytes;
+  // NOTE: a do-while (nk >= 1: the host leaves no split empty): with a loop that may run zero times, the
+  // accumulators' zeroing on the skipping path made ptxas serialize every wgmma (warning C7515).
+  int kt = 0;
+  do {
+    const int slot = kt % kStages;
+    const uint32_t sA = smem_base + slot * kStageBytes;
+    mbar_wait(full + 8 * slot, uint32_t(kt / kStages) & 1);
+    if constexpr (kTf32) {
+      // This warpgroup's 64 rows of activations to tf32 (4 chunks per thread; the weights were rounded before
+      // the launch), made visible to the tensor cores, the warpgroup waiting for all of its rows.
+      const int t = tid & 127, c = t & 7;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = (t >> 3) + 16 * i;
+        round_chunk_tf32(sA + a_wg + r * kRowBytes + ((c ^ (r & 7)) * 16));
+      }
+      fence_proxy_async();
+      named_barrier(1 + wg, 128);
     }
-  __syncthreads();
-  store_output_tile<T, BM, BN, kThreads>(a, ctile, CS, m_block, n_block, b, g, split, tid);
+    const uint64_t da = smem_desc(sA + a_wg), db = smem_desc(sA + kAStage);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kRowBytes / 32; ++kk)
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+        wgmma_ss<T, WN>(acc[nb], da + 2 * kk, db + uint64_t(nb * WN * kRowBytes / 16) + 2 * kk);
+    wgmma_commit();
+    wgmma_wait<1>();  // stage kt-1's multiply has retired: its slot may be refilled
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+    mbar_arrive_if(empty + 8 * ((kt + kStages - 1) % kStages), kt > 0 && (tid & 31) == 0);
+  } while (++kt < nk);
+  wgmma_wait<0>();
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+  // Every load was awaited: no TMA writes into the slots any more; once every consumer is here, none reads them.
+  named_barrier(5, kThreads);
+  wgmma_epilogue<T, BM, BN, kStages * kStageBytes, kThreads>(a, acc, smem, m_block, n_block, b, g, split, tid,
+                                                            [] { named_barrier(5, kThreads); });
 #else
-  // Built for sm_90a only (see CMakeLists.txt); can_implement keeps other devices away.
   __trap();
 #endif
 }
@@ -490,6 +701,23 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   }();
   if (fn == nullptr)
     throw Error(StatusCode::cuda_error, "cuda_igemm_wgmma: the driver does not provide cuTensorMapEncodeTiled.");
+  return fn;
+}
+
+// cuTensorMapEncodeIm2col, the same way.
+PFN_cuTensorMapEncodeIm2col_v12000 im2col_map_encoder() {
+  static const PFN_cuTensorMapEncodeIm2col_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &p, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || p == nullptr) {
+      cudaGetLastError();
+      return PFN_cuTensorMapEncodeIm2col_v12000(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(p);
+  }();
+  if (fn == nullptr)
+    throw Error(StatusCode::cuda_error, "cuda_igemm_wgmma: the driver does not provide cuTensorMapEncodeIm2col.");
   return fn;
 }
 
@@ -537,52 +765,145 @@ CUtensorMap activation_map(const TcArgs& a, DType dt, int box_rows) {
   return map;
 }
 
-// Whether A is a plain matrix the TMA can load (TcArgs::a_by_tma): 1x1, stride 1, no padding, one group,
-// fewer than 2^31 pixels (32-bit box coordinates). CONVKIT_WGMMA_A_TMA=0 turns it off (the gather then
-// loads these too; for comparisons).
-bool activations_by_tma(const Conv2dProblem& p) {
-  static const bool enabled = [] {
+// The activations of any other convolution whose stages each lie inside one filter tap (C/groups a multiple
+// of one stage's 128 bytes of k) as the 4-D tensor [N][H][W][C] in the TMA's im2col mode: boxes of box_rows
+// output pixels x 128 bytes of channels. The pixel box is where the traversal's window origins lie (the
+// first output pixel's origin is -pad, the last one's (P-1)*stride - pad: the upper corner is that minus
+// H-1), the element strides are the convolution's, and a load adds its tap's offsets (r*dil, s*dil).
+// Corners are listed innermost dimension first (W, then H), as the dimensions.
+CUtensorMap im2col_map(const TcArgs& a, DType dt, int box_rows) {
+  CUtensorMap map;
+  const int es = int(dtype_size(dt));
+  const int64_t n_img = a.Mtot / a.PQ, P = a.PQ / a.Q;
+  const cuuint64_t dims[4] = {cuuint64_t(a.C), cuuint64_t(a.W), cuuint64_t(a.H), cuuint64_t(n_img)};
+  const cuuint64_t strides[3] = {cuuint64_t(a.C) * es, cuuint64_t(a.W) * a.C * es, cuuint64_t(a.H) * a.W * a.C * es};
+  const int lower[2] = {-a.pad_w, -a.pad_h};
+  const int upper[2] = {(a.Q - 1) * a.stride_w - a.pad_w - (a.W - 1), int(P - 1) * a.stride_h - a.pad_h - (a.H - 1)};
+  const cuuint32_t estrides[4] = {1, cuuint32_t(a.stride_w), cuuint32_t(a.stride_h), 1};
+  const CUtensorMapDataType type = dt == DType::f16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                   : dt == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  const CUresult r = im2col_map_encoder()(&map, type, 4, const_cast<void*>(a.src), dims, strides, lower, upper,
+                                          cuuint32_t(bke_of(es)), cuuint32_t(box_rows), estrides,
+                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error(StatusCode::cuda_error, "cuda_igemm_wgmma: cuTensorMapEncodeIm2col failed (CUresult " +
+                                            std::to_string(int(r)) + ") for the activations [" +
+                                            std::to_string(n_img) + "][" + std::to_string(a.H) + "][" +
+                                            std::to_string(a.W) + "][" + std::to_string(a.C) + "].");
+  return map;
+}
+
+// How A reaches shared memory (TcArgs::a_by_tma, a_im2col).
+//  - as a plain matrix, by TMA: 1x1, stride 1, no padding, one group, fewer than 2^31 pixels (32-bit box
+//    coordinates);
+//  - by the TMA's im2col mode: every stage inside one filter tap (C/groups % 64 for 16-bit types, % 32 for
+//    tf32), and the geometry inside what the tensor map encodes: pixel-box corners in [-128, 127], strides
+//    <= 8, tap offsets below 128 (this kernel's limit; the PTX offsets are 16-bit), 32-bit coordinates;
+//  - gathered by the threads (cp.async) otherwise.
+// CONVKIT_WGMMA_A_TMA=0 turns both TMA forms off, CONVKIT_WGMMA_IM2COL=0 the second (for comparisons).
+enum class ALoad { gather, matrix, im2col };
+ALoad a_load_of(const Conv2dProblem& p, DType dt) {
+  static const bool tma_on = [] {
     const char* e = std::getenv("CONVKIT_WGMMA_A_TMA");
     return e == nullptr || std::string(e) != "0";
   }();
-  return enabled && p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0 &&
-         p.groups == 1 && p.n * p.h * p.w < (int64_t(1) << 31);
+  static const bool im2col_on = [] {
+    const char* e = std::getenv("CONVKIT_WGMMA_IM2COL");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  if (!tma_on) return ALoad::gather;
+  if (p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0 && p.groups == 1 &&
+      p.n * p.h * p.w < (int64_t(1) << 31))
+    return ALoad::matrix;
+  if (!im2col_on || p.c_per_group() % bke_of(int(dtype_size(dt))) != 0) return ALoad::gather;
+  auto corner_ok = [](int64_t v) { return v >= -128 && v <= 127; };
+  const int64_t up_w = (p.q() - 1) * p.stride_w - p.pad_w - (p.w - 1);
+  const int64_t up_h = (p.p() - 1) * p.stride_h - p.pad_h - (p.h - 1);
+  if (!corner_ok(-p.pad_w) || !corner_ok(-p.pad_h) || !corner_ok(up_w) || !corner_ok(up_h)) return ALoad::gather;
+  if (p.stride_h > 8 || p.stride_w > 8) return ALoad::gather;
+  if ((p.r - 1) * p.dilation_h > 127 || (p.s - 1) * p.dilation_w > 127) return ALoad::gather;
+  if (p.n > INT_MAX || p.c > INT_MAX) return ALoad::gather;
+  return ALoad::im2col;
+}
+bool a_by_tma(const Conv2dProblem& p, DType dt) { return a_load_of(p, dt) != ALoad::gather; }
+void set_a_load(TcArgs& a, const Conv2dProblem& p, DType dt) {
+  const ALoad l = a_load_of(p, dt);
+  a.a_by_tma = l != ALoad::gather;
+  a.a_im2col = l == ALoad::im2col;
 }
 
-template <typename T, int BM, int BN, int ST>
+// A kernel of the table: the gathering one (kWs false) or the warp-specialized one, its threads and its
+// dynamic shared memory.
+using KernelFn = void (*)(const TcArgs, const CUtensorMap, const CUtensorMap);
+template <typename T, int BM, int BN, int ST, bool kWs>
+constexpr KernelFn kernel_fn() {
+  if constexpr (kWs)
+    return igemm_wgmma_ws_kernel<T, BM, BN, ST>;
+  else
+    return igemm_wgmma_kernel<T, BM, BN, ST>;
+}
+template <typename T, int BM, int BN, int ST, bool kWs>
+struct KernelOf {
+  static constexpr KernelFn fn = kernel_fn<T, BM, BN, ST, kWs>();
+  static constexpr int threads = BM / 64 * 128 + (kWs ? 128 : 0);
+  static constexpr int smem = kWs ? ws_smem_bytes<BM, BN, ST>() : smem_bytes<BM, BN, ST>();
+};
+
+template <typename T, int BM, int BN, int ST, bool kWs>
 void prepare_kernel() {
+  using K = KernelOf<T, BM, BN, ST, kWs>;
   static std::atomic<bool> done{false};
   if (!done.load(std::memory_order_acquire)) {
-    CK_CUDA(cudaFuncSetAttribute(igemm_wgmma_kernel<T, BM, BN, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 smem_bytes<BM, BN, ST>()));
+    CK_CUDA(cudaFuncSetAttribute(K::fn, cudaFuncAttributeMaxDynamicSharedMemorySize, K::smem));
     done.store(true, std::memory_order_release);
   }
 }
 
-template <typename T, int BM, int BN, int ST>
+template <typename T, int BM, int BN, int ST, bool kWs>
 void launch_tile(const TcArgs& a, dim3 grid, cudaStream_t stream, bool /*aligned: always, see run()*/) {
-  prepare_kernel<T, BM, BN, ST>();
+  using K = KernelOf<T, BM, BN, ST, kWs>;
+  prepare_kernel<T, BM, BN, ST, kWs>();
   const DType dt = std::is_same_v<T, __half> ? DType::f16 : std::is_same_v<T, float> ? DType::f32 : DType::bf16;
   const CUtensorMap map = weight_map(a, dt, BN);
-  const CUtensorMap amap = a.a_by_tma ? activation_map(a, dt, BM) : map;  // (unread unless a_by_tma)
-  igemm_wgmma_kernel<T, BM, BN, ST><<<grid, BM / 64 * 128, smem_bytes<BM, BN, ST>(), stream>>>(a, map, amap);
+  const CUtensorMap amap = a.a_im2col   ? im2col_map(a, dt, BM)
+                           : a.a_by_tma ? activation_map(a, dt, BM)
+                                        : map;  // (unread unless a_by_tma)
+  K::fn<<<grid, K::threads, K::smem, stream>>>(a, map, amap);
 }
 
-template <typename T, int BM, int BN, int ST>
+template <typename T, int BM, int BN, int ST, bool kWs>
 int blocks_per_sm_of_tile() {
+  using K = KernelOf<T, BM, BN, ST, kWs>;
   static std::atomic<int> cached{0};
   int n = cached.load(std::memory_order_relaxed);
   if (n == 0) {
-    prepare_kernel<T, BM, BN, ST>();
-    CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, igemm_wgmma_kernel<T, BM, BN, ST>, BM / 64 * 128,
-                                                          smem_bytes<BM, BN, ST>()));
+    prepare_kernel<T, BM, BN, ST, kWs>();
+    CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, K::fn, K::threads, K::smem));
     n = std::max(n, 1);
     cached.store(n, std::memory_order_relaxed);
   }
   return n;
 }
 
-constexpr int kNumTiles = 8;
+constexpr int kNumGatherTiles = 8;  // the first tiles of the table: the gathering kernel's
+constexpr int kNumTiles = 12;       // then the warp-specialized kernel's (activations by TMA only)
+// The tiles of T's table: the last one (128x256 warp-specialized) for tf32 only.
+// NOTE: in 16-bit types it spilled 32 bytes (the short epilogue's registers on top of 128 accumulators
+// within 168 registers), as did 256x128 (640 threads: at most 96 registers each); neither is built.
+template <typename T>
+constexpr int num_tiles() {
+  return std::is_same_v<T, float> ? kNumTiles : kNumTiles - 1;
+}
+// (the table's last entry for 16-bit types: a copy of the first warp-specialized tile, never offered)
+template <typename T>
+constexpr Tile last_ws_tile() {
+  if constexpr (std::is_same_v<T, float>)
+    return {128, 256, 12, 7.51, 0.89, launch_tile<T, 128, 256, 4, true>, blocks_per_sm_of_tile<T, 128, 256, 4, true>, 4};
+  else
+    return {128, 64, 12, 2.69, 0.420, launch_tile<T, 128, 64, 8, true>, blocks_per_sm_of_tile<T, 128, 64, 8, true>, 8};
+}
 
 template <typename T>
 const std::array<Tile, kNumTiles>& tiles() {
@@ -598,41 +919,61 @@ const std::array<Tile, kNumTiles>& tiles() {
   // median error 6-12% per tile; the picks are within 2% of the best measured variant in geomean). tf32 and
   // f16 use the same costs.
   static const std::array<Tile, kNumTiles> t = {{
-      {128, 128, 8, 5.28, 0.564, launch_tile<T, 128, 128, 4>, blocks_per_sm_of_tile<T, 128, 128, 4>},
-      {128, 256, 8, 7.51, 0.955, launch_tile<T, 128, 256, 4>, blocks_per_sm_of_tile<T, 128, 256, 4>},
-      {256, 128, 16, 7.36, 1.075, launch_tile<T, 256, 128, 4>, blocks_per_sm_of_tile<T, 256, 128, 4>},
-      {128, 64, 8, 5.55, 0.638, launch_tile<T, 128, 64, 4>, blocks_per_sm_of_tile<T, 128, 64, 4>},
-      {64, 128, 4, 5.24, 0.558, launch_tile<T, 64, 128, 4>, blocks_per_sm_of_tile<T, 64, 128, 4>},
-      {64, 64, 4, 4.12, 0.612, launch_tile<T, 64, 64, 4>, blocks_per_sm_of_tile<T, 64, 64, 4>},
-      {128, 128, 8, 6.84, 1.056, launch_tile<T, 128, 128, 3>, blocks_per_sm_of_tile<T, 128, 128, 3>, 3},
-      {128, 64, 8, 6.44, 1.116, launch_tile<T, 128, 64, 3>, blocks_per_sm_of_tile<T, 128, 64, 3>, 3},
+      {128, 128, 8, 5.28, 0.564, launch_tile<T, 128, 128, 4, false>, blocks_per_sm_of_tile<T, 128, 128, 4, false>},
+      {128, 256, 8, 7.51, 0.955, launch_tile<T, 128, 256, 4, false>, blocks_per_sm_of_tile<T, 128, 256, 4, false>},
+      {256, 128, 16, 7.36, 1.075, launch_tile<T, 256, 128, 4, false>, blocks_per_sm_of_tile<T, 256, 128, 4, false>},
+      {128, 64, 8, 5.55, 0.638, launch_tile<T, 128, 64, 4, false>, blocks_per_sm_of_tile<T, 128, 64, 4, false>},
+      {64, 128, 4, 5.24, 0.558, launch_tile<T, 64, 128, 4, false>, blocks_per_sm_of_tile<T, 64, 128, 4, false>},
+      {64, 64, 4, 4.12, 0.612, launch_tile<T, 64, 64, 4, false>, blocks_per_sm_of_tile<T, 64, 64, 4, false>},
+      {128, 128, 8, 6.84, 1.056, launch_tile<T, 128, 128, 3, false>, blocks_per_sm_of_tile<T, 128, 128, 3, false>, 3},
+      {128, 64, 8, 6.44, 1.116, launch_tile<T, 128, 64, 3, false>, blocks_per_sm_of_tile<T, 128, 64, 3, false>, 3},
+      // Warp-specialized (w = consumer warps + the producer warpgroup's 4): 8, 6 and 4 stages fill one SM's shared memory;
+      // 4 stages of 128x64 leave room for a second block.
+      // NOTE: their costs are fitted the same way to the bf16 and f16 timings of `convkit tune --verbose`
+      // (H200, 2026-11-29, sixth session; median error 9-14%); 128x256w12s4 (tf32 only) has the gathering
+      // 128x256's wave part and its slice part times the two kernels' measured tf32 ratio (0.93). The picks are
+      // within 2% of the best measured variant (geomean, ResNet-50 bf16, f16 and tf32).
+      {128, 64, 12, 2.69, 0.420, launch_tile<T, 128, 64, 8, true>, blocks_per_sm_of_tile<T, 128, 64, 8, true>, 8},
+      {128, 128, 12, 5.03, 0.495, launch_tile<T, 128, 128, 6, true>, blocks_per_sm_of_tile<T, 128, 128, 6, true>, 6},
+      {128, 64, 12, 3.66, 0.687, launch_tile<T, 128, 64, 4, true>, blocks_per_sm_of_tile<T, 128, 64, 4, true>, 4},
+      last_ws_tile<T>(),
   }};
   return t;
 }
 
+// The tiles a problem may use: the warp-specialized ones only where A comes by TMA (ws).
+// CONVKIT_WGMMA_WS=0 leaves them out (for comparisons).
+bool ws_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("CONVKIT_WGMMA_WS");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  return on;
+}
 template <typename T>
-TileSet tile_set() {
-  return {tiles<T>().data(), kNumTiles, kRowBytes, "cuda_igemm_wgmma", "CONVKIT_WGMMA_VARIANT"};
+TileSet tile_set(bool ws) {
+  ws = ws && ws_enabled();
+  return {tiles<T>().data(), ws ? num_tiles<T>() : kNumGatherTiles, kRowBytes, "cuda_igemm_wgmma", "CONVKIT_WGMMA_VARIANT"};
 }
 
-Plan plan_of(DType dt, const Shape& s, const std::string& variant) {
+Plan plan_of(DType dt, const Shape& s, bool ws, const std::string& variant) {
   const int sms = sm_count_of_current_device();
   switch (dt) {
-    case DType::f16: return choose_plan(tile_set<__half>(), s, sms, variant);
-    case DType::bf16: return choose_plan(tile_set<__nv_bfloat16>(), s, sms, variant);
+    case DType::f16: return choose_plan(tile_set<__half>(ws), s, sms, variant);
+    case DType::bf16: return choose_plan(tile_set<__nv_bfloat16>(ws), s, sms, variant);
     case DType::f32: break;
   }
-  return choose_plan(tile_set<float>(), s, sms, variant);
+  return choose_plan(tile_set<float>(ws), s, sms, variant);
 }
 
-std::vector<Plan> all_plans(DType dt, const Shape& s) {
+std::vector<Plan> all_plans(DType dt, const Shape& s, bool ws) {
   const int sms = sm_count_of_current_device();
   switch (dt) {
-    case DType::f16: return candidate_plans(tile_set<__half>(), s, sms);
-    case DType::bf16: return candidate_plans(tile_set<__nv_bfloat16>(), s, sms);
+    case DType::f16: return candidate_plans(tile_set<__half>(ws), s, sms);
+    case DType::bf16: return candidate_plans(tile_set<__nv_bfloat16>(ws), s, sms);
     case DType::f32: break;
   }
-  return candidate_plans(tile_set<float>(), s, sms);
+  return candidate_plans(tile_set<float>(ws), s, sms);
 }
 
 // The workspace: the split-K partials, then (tf32) the weights rounded to tf32, at the first 256-byte
@@ -692,27 +1033,29 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
   }
   size_t variant_workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg, const std::string& v) const override {
     if (!cuda_present() || !can_implement(p, cfg)) return 0;
-    return total_workspace(p, cfg.dtype, plan_of(cfg.dtype, shape_of(p, cfg.dtype, false), v));
+    return total_workspace(p, cfg.dtype, plan_of(cfg.dtype, shape_of(p, cfg.dtype, false), a_by_tma(p, cfg.dtype), v));
   }
   std::vector<std::string> variants(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (!cuda_present() || !can_implement(p, cfg)) return {};
     const Shape s = shape_of(p, cfg.dtype, false);
-    const Plan chosen = plan_of(cfg.dtype, s, "");
-    std::vector<Plan> all = all_plans(cfg.dtype, s);
+    const bool ws = a_by_tma(p, cfg.dtype);
+    const Plan chosen = plan_of(cfg.dtype, s, ws, "");
+    std::vector<Plan> all = all_plans(cfg.dtype, s, ws);
     std::sort(all.begin(), all.end(), [](const Plan& x, const Plan& y) { return x.model_us < y.model_us; });
     std::vector<std::string> out{chosen.variant()};
     for (const Plan& q : all)
-      if (out.size() < 8 && q.variant() != chosen.variant()) out.push_back(q.variant());
+      if (out.size() < 14 && q.variant() != chosen.variant()) out.push_back(q.variant());
     return out;
   }
   std::string detail(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (!cuda_present() || !can_implement(p, cfg)) return {};
-    const Plan plan = plan_of(cfg.dtype, shape_of(p, cfg.dtype, false), "");
+    const Plan plan = plan_of(cfg.dtype, shape_of(p, cfg.dtype, false), a_by_tma(p, cfg.dtype), "");
     std::string d = "tile " + plan.tile->name();
     if (plan.splits > 1)
       d += ", split-K " + std::to_string(plan.splits) + " (partials " +
            std::to_string((plan.ws_bytes + (1 << 20) - 1) >> 20) + " MiB)";
-    if (activations_by_tma(p)) d += ", activations by TMA";
+    if (const ALoad l = a_load_of(p, cfg.dtype); l != ALoad::gather)
+      d += l == ALoad::im2col ? ", activations by TMA (im2col mode)" : ", activations by TMA";
     if (cfg.dtype == DType::f32) d += ", weights rounded to tf32 first";
     return d + ", " + std::to_string(plan.blocks) + " blocks on " + std::to_string(sm_count_of_current_device()) + " SMs";
   }
@@ -721,7 +1064,7 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
     if (Support ok = can_implement(pb, call.config); !ok)
       throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
     const DType dt = call.config.dtype;
-    const Plan plan = plan_of(dt, shape_of(pb, dt, false), call.variant);  // (an unknown variant throws here)
+    const Plan plan = plan_of(dt, shape_of(pb, dt, false), a_by_tma(pb, dt), call.variant);  // (an unknown variant throws here)
     check_residual_overlap(call.epilogue.residual, call.dst.data, call.dst.bytes());
     const size_t need = total_workspace(pb, dt, plan);
     if (need > 0 && (call.workspace == nullptr || call.workspace_bytes < need))
@@ -732,7 +1075,7 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
                                                   ".");
     TcArgs a = make_tc_args(pb, false, call.src, call.wei, call.dst, call.epilogue, plan.splits,
                             plan.tiles_per_split, plan.num_k_tiles, call.workspace, bke_of(int(dtype_size(dt))));
-    a.a_by_tma = activations_by_tma(pb);
+    set_a_load(a, pb, dt);
     const cudaStream_t stream = as_stream(call.stream);
     if (!tc_operands_aligned(a, dt)) {
       // NOTE: input or weights off a 16-byte boundary (a view into a larger buffer): cp.async needs whole
@@ -781,12 +1124,13 @@ void wgmma_per_sample(const Conv2dProblem& p, const TensorView& src, const Tenso
   // blocks of one image, and a per-sample call has no workspace.
   const DType dt = src.dtype;
   const Shape s = shape_of(p, dt, true);
-  Plan plan = plan_of(dt, s, "");
-  if (plan.splits > 1) plan = plan_of(dt, s, plan.tile->name() + "/k1");
+  const bool ws = a_by_tma(p, dt);
+  Plan plan = plan_of(dt, s, ws, "");
+  if (plan.splits > 1) plan = plan_of(dt, s, ws, plan.tile->name() + "/k1");
   check_residual_overlap(e.residual, dst.data, dst.bytes());
   TcArgs a = make_tc_args(p, true, src, wei, dst, e, 1, plan.num_k_tiles, plan.num_k_tiles, nullptr,
                           bke_of(int(dtype_size(dt))));
-  a.a_by_tma = activations_by_tma(p);
+  set_a_load(a, p, dt);
   const Tile& t = *plan.tile;
   const dim3 grid(unsigned(ceil_div(a.Mb, t.bm)), unsigned(ceil_div(a.Kpg, t.bn)), unsigned(int64_t(a.nb) * a.G));
   t.launch(a, grid, as_stream(stream), true);
