@@ -18,7 +18,11 @@
 //    tensor map's 128-byte swizzle is wgmma's) completing on an mbarrier; the im2col gather of the
 //    activations is left to the threads, with one 64-bit window offset per stage shared by all their rows,
 //    except for 1x1, stride-1, unpadded, one-group convolutions, whose activations are a plain [N*H*W][C]
-//    matrix and come by TMA too;
+//    matrix and come by TMA too, and for every convolution whose stages each lie in one filter tap
+//    (C/groups % 64, tf32 % 32): those come by the TMA's im2col mode (one box per stage: BM output pixels'
+//    window origins plus the tap's offsets, 128 bytes of channels, the padding as zeros);
+//  - where both operands come by TMA, a second, warp-specialized kernel: a producer warpgroup (one thread)
+//    keeps 4-8 stages loading on full/empty mbarriers, and the consumer warpgroups only multiply;
 //  - 128-byte k stages instead of 64: half the barriers per multiply;
 //  - the short epilogue (bias, relu) in registers, staged in the output type;
 //  - tf32: wgmma would use fp32 operands as they are (the low 13 mantissa bits dropped: truncation); convkit's
@@ -39,6 +43,12 @@
 // instructions per warp per stage set the pace: 0.33 IPC); TMA weights and the lean gather 0.61x (seed000
 // 0.650 -> 0.508 ms); the register epilogue 0.68x; 3-stage tiles at 2-3 blocks per SM 0.69x; activations of
 // the 1x1 layers by TMA 0.70x -> 0.74x (heuristic variants). tf32 0.49x (cuda_igemm_mma) -> 0.62x.
+// Sixth session (best tuned variant per layer): the im2col mode alone made the bf16 3x3 layers 14-22%
+// faster (3x3 64@56 0.0345 -> 0.0302 ms, seed000 0.501 -> 0.460), 1x1 unchanged, tf32 +2%; with the
+// warp-specialized tiles too: bf16 ResNet-50 0.74x -> 0.79x cuDNN, f16 0.72x -> 0.76x, tf32 0.62x -> 0.66x.
+// The warp-specialized kernel wins on the deep-k late layers (tf32 3x3 256@14 0.0581 -> 0.0532 ms, bf16 1x1
+// 2048->512@7 0.0172 -> 0.0147) and loses on the large-M early ones, where 2-3 gathering blocks per SM
+// overlap one block's epilogue with another's loop (one warp-specialized block per SM cannot).
 // NOTE: tf32 is not bound by its rounding: cvt.rna (3 SASS instructions, 14 per 16-byte chunk) -> cvt.rn
 // (one F2FP, 6 per chunk) moved the tf32 layers by 1% at most (3x3 64@56 0.0776 -> 0.0766 ms).
 // NOTE: tried and removed, "row windows" for stride-1 layers: per 128-byte channel slice one TMA box of
