@@ -205,16 +205,14 @@ __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
-// One arrival if `pred`, predicated inside the asm: no branch in the k loop.
-// NOTE: a C++ `if` around the arrival, with a wgmma in flight, made ptxas serialize every wgmma of the
-// warp-specialized kernel (warning C7515: non-wgmma instructions defining accumulator registers).
+// One arrival if `pred`, predicated inside the asm (no branch in the k loop while a wgmma is in flight).
 __device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
                "r"(int(pred))
                : "memory");
 }
 // A barrier of `threads` threads (whole warps) under id (1..15; 0 is __syncthreads'): a warpgroup's, or the
-// consumers' of the warp-specialized kernel (whose producer warp never joins).
+// consumers' of the warp-specialized kernel (whose producer warpgroup never joins).
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
