@@ -1006,8 +1006,8 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
   std::string name() const override { return "cuda_igemm_wgmma"; }
   std::string description() const override {
     return "Hopper tensor-core implicit GEMM: wgmma.mma_async from 128-byte-swizzled shared memory, weights by "
-           "TMA, activations by cp.async (1x1: TMA), 3-4 stages, split-K, fused epilogue (f16/bf16, tf32; NHWC; "
-           "sm_90a)";
+           "TMA, activations by TMA (im2col mode; 1x1 as a matrix) or cp.async, 3-8 stages, warp-specialized "
+           "variants, split-K, fused epilogue (f16/bf16, tf32; NHWC; sm_90a)";
   }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (Support ok = require_tensor_core_config(cfg); !ok) return ok;
