@@ -314,6 +314,8 @@ const std::vector<Shape>& main_shapes() {
       {"C=64, 1x7", "n1c64h6w12k16r1s7ph0pw3"},
       {"C=64, 1x1 with padding", "n2c64h5w5k16r1s1p1"},
       {"C=64, stride 3, more images than a tile holds", "n9c64h5w6k24r3s3p1u3"},
+      {"C=64, one output pixel per image (a one-point pixel box)", "n3c64h3w3k16r3s3"},
+      {"C=64, a 1x1 image padded to 3x3", "n2c64h1w1k8r3s3p1"},
   };
   return v;
 }
