@@ -132,13 +132,9 @@ __global__ void __launch_bounds__(WM* WN * 32) igemm_mma_kernel(const MmaArgs a)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / WN, warp_n = warp % WN;
 
-  int z = int(blockIdx.z);
-  const int split = z % a.splits;
-  z /= a.splits;
-  const int g = z % a.G;
-  const int b = z / a.G;
-  const int64_t m_block = int64_t(blockIdx.x) * BM;
-  const int n_block = int(blockIdx.y) * BN;
+  const BlockPos pos = block_pos<BM, BN>(a);
+  const int split = pos.split, g = pos.g, b = pos.b, n_block = pos.n_block;
+  const int64_t m_block = pos.m_block;
 
   const T* src = static_cast<const T*>(a.src);
   const T* wei = static_cast<const T*>(a.wei) + int64_t(b) * a.wei_b_stride + int64_t(g) * a.Kpg * a.Kg;

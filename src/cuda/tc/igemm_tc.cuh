@@ -62,6 +62,26 @@ struct TcArgs {
 };
 
 
+// ---- the block's place in the grid -------------------------------------------------------------------
+// x = m tiles, y = n tiles, z = (batch entry * G + group) * splits + split.
+struct BlockPos {
+  int split, g, b;
+  int64_t m_block;
+  int n_block;
+};
+template <int BM, int BN>
+__device__ __forceinline__ BlockPos block_pos(const TcArgs& a) {
+  BlockPos p;
+  int z = int(blockIdx.z);
+  p.split = z % a.splits;
+  z /= a.splits;
+  p.g = z % a.G;
+  p.b = z / a.G;
+  p.m_block = int64_t(blockIdx.x) * BM;
+  p.n_block = int(blockIdx.y) * BN;
+  return p;
+}
+
 // ---- cp.async ------------------------------------------------------------------------------------
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {

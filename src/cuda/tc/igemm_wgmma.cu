@@ -256,6 +256,35 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// One stage of the k loop for a warpgroup: D[64 x NB*WN] += A[64 x 128 bytes of k] * B, as kRowBytes / 32
+// wgmma instructions per n block committed as one group, then the wait for every group but this one (the
+// previous stage's multiply has retired when it returns; this one may still run).
+template <typename T, int WN, int NB>
+__device__ __forceinline__ void multiply_stage(float (&acc)[NB][WN / 2], uint64_t da, uint64_t db) {
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kRowBytes / 32; ++kk)
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+      wgmma_ss<T, WN>(acc[nb], da + 2 * kk, db + uint64_t(nb * WN * kRowBytes / 16) + 2 * kk);
+  wgmma_commit();
+  wgmma_wait<1>();
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+}
+
+// The TMA's im2col mode: the window origin (w, h) and image n of GEMM row mg (an output pixel), where a
+// block's traversal starts.
+__device__ __forceinline__ void im2col_origin(const TcArgs& a, int64_t mg, int& w, int& h, int& n) {
+  const int64_t img = mg / a.PQ;
+  const int pq = int(mg - img * a.PQ), p = pq / a.Q, q = pq - p * a.Q;
+  h = p * a.stride_h - a.pad_h;
+  w = q * a.stride_w - a.pad_w;
+  n = int(img);
+}
+
 // ---- the epilogue (the consumer threads: tid < kThreads; sync() is their barrier) -------------------------
 // The accumulators of the BM x BN tile out to dst (or, with split-K, to the fp32 partials), through the
 // pipeline's shared memory (kSmemBytes of it, free again when this runs).
@@ -379,13 +408,9 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
 
   const int tid = threadIdx.x, wg = tid / 128;
 
-  int z = int(blockIdx.z);
-  const int split = z % a.splits;
-  z /= a.splits;
-  const int g = z % a.G;
-  const int b = z / a.G;
-  const int64_t m_block = int64_t(blockIdx.x) * BM;
-  const int n_block = int(blockIdx.y) * BN;
+  const BlockPos pos = block_pos<BM, BN>(a);
+  const int split = pos.split, g = pos.g, b = pos.b, n_block = pos.n_block;
+  const int64_t m_block = pos.m_block;
 
   const T* src = static_cast<const T*>(a.src);
 
@@ -419,14 +444,7 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
   const bool a_tma = a.a_by_tma;
   const int a_row0 = int(int64_t(b) * a.Mb + m_block);  // (< 2^31: run() checks N*H*W)
   int i2c_w = 0, i2c_h = 0, i2c_n = 0;
-  if (a.a_im2col) {
-    const int64_t mg = int64_t(b) * a.Mb + m_block;
-    const int64_t img = mg / a.PQ;
-    const int pq = int(mg - img * a.PQ), p = pq / a.Q, q = pq - p * a.Q;
-    i2c_h = p * a.stride_h - a.pad_h;
-    i2c_w = q * a.stride_w - a.pad_w;
-    i2c_n = int(img);
-  }
+  if (a.a_im2col) im2col_origin(a, int64_t(b) * a.Mb + m_block, i2c_w, i2c_h, i2c_n);
   const uint32_t bars = smem_base + kStages * kStageBytes;  // kStages mbarriers, 8 bytes each
   if (tid == 0) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
@@ -501,19 +519,8 @@ __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())
       cp_async_commit();
     }
     mbar_wait(bar, parity);  // and its weights (TMA; and its activations, if by TMA)
-    const uint64_t da = smem_desc(sA + a_wg), db = smem_desc(sA + kAStage);
-#pragma unroll
-    for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kRowBytes / 32; ++kk)
-#pragma unroll
-      for (int nb = 0; nb < NB; ++nb)
-        wgmma_ss<T, WN>(acc[nb], da + 2 * kk, db + uint64_t(nb * WN * kRowBytes / 16) + 2 * kk);
-    wgmma_commit();
-    wgmma_wait<1>();  // stage kt-1's multiply has retired (stage kt's may still run)
-#pragma unroll
-    for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+    // (returns when stage kt-1's multiply has retired; stage kt's may still run)
+    multiply_stage<T, WN, NB>(acc, smem_desc(sA + a_wg), smem_desc(sA + kAStage));
   }
   wgmma_wait<0>();
 #pragma unroll
@@ -575,13 +582,9 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, (ws_min_blocks<BM, BN, kS
   const uint32_t full = smem_base + kStages * kStageBytes, empty = full + 8 * kStages;
 
   const int tid = threadIdx.x, wg = tid / 128;
-  int z = int(blockIdx.z);
-  const int split = z % a.splits;
-  z /= a.splits;
-  const int g = z % a.G;
-  const int b = z / a.G;
-  const int64_t m_block = int64_t(blockIdx.x) * BM;
-  const int n_block = int(blockIdx.y) * BN;
+  const BlockPos pos = block_pos<BM, BN>(a);
+  const int split = pos.split, g = pos.g, b = pos.b, n_block = pos.n_block;
+  const int64_t m_block = pos.m_block;
   const int kt0 = split * a.tiles_per_split;
   const int nk = min(a.num_k_tiles - kt0, a.tiles_per_split);
 
@@ -604,14 +607,7 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, (ws_min_blocks<BM, BN, kS
     const int b_row0 = (a.nb > 1 ? b * a.K : 0) + g * a.Kpg + n_block;
     const int a_row0 = int(int64_t(b) * a.Mb + m_block);
     int i2c_w = 0, i2c_h = 0, i2c_n = 0;
-    if (a.a_im2col) {
-      const int64_t mg = int64_t(b) * a.Mb + m_block;
-      const int64_t img = mg / a.PQ;
-      const int pq = int(mg - img * a.PQ), p = pq / a.Q, q = pq - p * a.Q;
-      i2c_h = p * a.stride_h - a.pad_h;
-      i2c_w = q * a.stride_w - a.pad_w;
-      i2c_n = int(img);
-    }
+    if (a.a_im2col) im2col_origin(a, int64_t(b) * a.Mb + m_block, i2c_w, i2c_h, i2c_n);
     for (int kt = 0; kt < nk; ++kt) {
       const int slot = kt % kStages;
       if (kt >= kStages) mbar_wait(empty + 8 * slot, uint32_t((kt / kStages) - 1) & 1);
@@ -655,19 +651,8 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, (ws_min_blocks<BM, BN, kS
       fence_proxy_async();
       named_barrier(1 + wg, 128);
     }
-    const uint64_t da = smem_desc(sA + a_wg), db = smem_desc(sA + kAStage);
-#pragma unroll
-    for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kRowBytes / 32; ++kk)
-#pragma unroll
-      for (int nb = 0; nb < NB; ++nb)
-        wgmma_ss<T, WN>(acc[nb], da + 2 * kk, db + uint64_t(nb * WN * kRowBytes / 16) + 2 * kk);
-    wgmma_commit();
-    wgmma_wait<1>();  // stage kt-1's multiply has retired: its slot may be refilled
-#pragma unroll
-    for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+    // (returns when stage kt-1's multiply has retired: its slot may be refilled)
+    multiply_stage<T, WN, NB>(acc, smem_desc(sA + a_wg), smem_desc(sA + kAStage));
     mbar_arrive_if(empty + 8 * ((kt + kStages - 1) % kStages), kt > 0 && (tid & 31) == 0);
   } while (++kt < nk);
   wgmma_wait<0>();
