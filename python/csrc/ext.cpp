@@ -191,8 +191,9 @@ convkit::Layout preferred_cuda_layout(const convkit::Conv2dProblem& p, convkit::
 // bf16 bottleneck took 1.54x torch's eager time (0.64 vs 0.41 ms; 1.10x in the fourth session, when
 // channels_last inputs skipped the ranking) and the BN-folded block 0.357 ms eager against 0.144 ms
 // replayed from a CUDA graph (0.144 both ways before): host time. The ranking is the one host-side change
-// on that path, but its cost was not isolated, and this cache has not been timed on the GPU (no device time
-// was left in the fifth session).
+// on that path, but its cost was not isolated. With this cache (sixth session, H200) the eager bf16
+// bottleneck still varied from 0.54x to 0.64x torch over four runs while its graph replay held 0.92-0.94x:
+// the op's host path is still the eager bound, and this cache's own share is still not isolated.
 convkit::Layout compute_layout(const convkit::Conv2dProblem& p, convkit::DType dtype, convkit::Layout layout,
                                convkit::Device device, const convkit::RunOptions& opt) {
   if (device != convkit::Device::cuda || p.n <= 0) return layout;
