@@ -317,7 +317,7 @@ __global__ void __launch_bounds__(WM* WN * 32) igemm_mma_kernel(const MmaArgs a)
         }
   }
   __syncthreads();
-  store_output_tile<T, BM, BN, kThreads>(a, ctile, CS, m_block, n_block, b, g, split, tid);
+  store_output_tile<T, BM, BN, kThreads>(a, ctile, CS, m_block, n_block, b, g, split, tid, a.ws != nullptr);
 }
 
 // ---- tiles and plans -------------------------------------------------------------------------------

@@ -40,6 +40,9 @@ struct TcArgs {
   Activation act;
   float alpha, beta;
   float* ws;  // split-K partials [splits][Mtot][K] (fp32) or null
+  int* tile_counts;  // (cuda_igemm_wgmma) with ws: one arrival count per output tile, zero before the launch;
+                     // the splits of a tile wait for each other and each sums and stores a share of its rows
+                     // (no reduce kernel; a cooperative launch: every block resident at once)
   int H, W, C, Cg, Q, R, S;
   int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
   int PQ;
@@ -95,7 +98,7 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Eight fp32 values stored as 8 elements of T: one 16-byte store for 16-bit types, two for fp32.
+// Eight fp32 values stored as 8 16-bit elements: one 16-byte store.
 __device__ __forceinline__ void store8(__half* p, const float (&y)[8]) {
   uint4 u;
   __half2 h[4] = {__floats2half2_rn(y[0], y[1]), __floats2half2_rn(y[2], y[3]), __floats2half2_rn(y[4], y[5]),
@@ -110,9 +113,11 @@ __device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&y)[8]) {
   memcpy(&u, h, 16);
   *reinterpret_cast<uint4*>(p) = u;
 }
-__device__ __forceinline__ void store8(float* p, const float (&y)[8]) {
-  reinterpret_cast<float4*>(p)[0] = make_float4(y[0], y[1], y[2], y[3]);
-  reinterpret_cast<float4*>(p)[1] = make_float4(y[4], y[5], y[6], y[7]);
+// 16 bytes of output: 8 16-bit values or 4 fp32 ones (store_output_tile's chunk).
+template <typename T>
+__device__ __forceinline__ void store_chunk(T* p, const float (&y)[8]) { store8(p, y); }
+__device__ __forceinline__ void store_chunk(float* p, const float (&y)[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(y[0], y[1], y[2], y[3]);
 }
 
 // ---- the filter-tap walk ----------------------------------------------------------------------------
@@ -174,15 +179,18 @@ __device__ __forceinline__ void decode_a_rows(const TcArgs& a, int64_t m_block, 
 }
 
 // ---- the epilogue from shared memory ---------------------------------------------------------------
-// ctile: the block's BM x BN fp32 accumulators, row stride CS floats. Each thread takes 8 consecutive
-// output channels of one pixel: one 16-byte load of the residual, one 16-byte store of 16-bit outputs (two
-// for fp32); a warp covers whole 128-byte lines. With a workspace (split-K) the fp32 partials go there and
-// the reduce applies the epilogue.
+// ctile: the block's BM x BN fp32 accumulators, row stride CS floats. Each thread takes 16 bytes of
+// consecutive output channels of one pixel (8 16-bit or 4 fp32 outputs): one 16-byte load of the residual,
+// one 16-byte store; a warp covers whole 128-byte lines. to_partials (split-K): the fp32 partials go to the
+// workspace, 4 per thread, and the reduce (or the tile's last split) applies the epilogue.
+// NOTE: fp32 outputs were 8 per thread (two 16-byte stores each covering half of every 32-byte sector; ncu
+// flagged 16 of 32 bytes used per sector on tf32 3x3 256@14).
 // NOTE: the direct fragment stores (4 bytes per thread, 8 rows per instruction) ran at ~0.4 TB/s on the
 // H200 (1x1 64->256 at 56x56: 0.127 ms, 5.9x cuDNN); see docs/kernels.md.
 template <typename T, int BM, int BN, int kThreads>
 __device__ __forceinline__ void store_output_tile(const TcArgs& a, const float* ctile, int CS, int64_t m_block,
-                                                  int n_block, int b, int g, int split, int tid) {
+                                                  int n_block, int b, int g, int split, int tid,
+                                                  bool to_partials, int r_begin = 0, int r_end = BM) {
   constexpr int ES = int(sizeof(T));
   const EpilogueTc<T> epi{static_cast<const T*>(a.bias), static_cast<const T*>(a.residual), a.act, a.alpha,
                           a.beta};
@@ -190,64 +198,121 @@ __device__ __forceinline__ void store_output_tile(const TcArgs& a, const float* 
   // No residual, alpha == 1 and at most relu: the short epilogue (see below).
   const bool simple = epi.residual == nullptr && epi.alpha == 1.0f &&
                       (epi.activation == Activation::none || epi.activation == Activation::relu);
-  constexpr int kCpr = BN / 8;  // 8-channel chunks per tile row
-  for (int idx = tid; idx < BM * kCpr; idx += kThreads) {
-    const int r = idx / kCpr, cc = idx - r * kCpr;
+  if (to_partials) {
+    constexpr int kPpr = BN / 4;  // 4-channel (16-byte) pieces per tile row: a warp stores whole 128-byte lines
+    for (int idx = tid; idx < BM * kPpr; idx += kThreads) {
+      const int r = idx / kPpr, c = (idx - r * kPpr) * 4;
+      const int64_t m = m_block + r;
+      const int n0 = n_block + c;
+      if (m >= a.Mb || n0 >= a.Kpg) continue;
+      float* p = a.ws + (int64_t(split) * a.Mtot + int64_t(b) * a.Mb + m) * a.K + g * a.Kpg + n0;
+      const float* v = &ctile[r * CS + c];
+      if (a.vec_ok && n0 + 4 <= a.Kpg) {
+        *reinterpret_cast<float4*>(p) = *reinterpret_cast<const float4*>(v);
+      } else {
+        for (int e = 0; e < min(4, a.Kpg - n0); ++e) p[e] = v[e];
+      }
+    }
+    return;
+  }
+  constexpr int CH = 16 / ES;    // channels per thread: one 16-byte store (8 16-bit or 4 fp32 outputs)
+  constexpr int kCpr = BN / CH;  // chunks per tile row
+  for (int idx = tid; idx < (r_end - r_begin) * kCpr; idx += kThreads) {
+    const int r = r_begin + idx / kCpr, cc = idx % kCpr;
     const int64_t m = m_block + r;
-    const int n0 = n_block + cc * 8;
+    const int n0 = n_block + cc * CH;
     if (m >= a.Mb || n0 >= a.Kpg) continue;
     const int64_t mg = int64_t(b) * a.Mb + m;
     const int k0 = g * a.Kpg + n0;
-    const int cnt = min(8, a.Kpg - n0);
-    const float* v = &ctile[r * CS + cc * 8];
-    if (a.ws != nullptr) {
-      float* p = a.ws + (int64_t(split) * a.Mtot + mg) * a.K + k0;
-      if (cnt == 8 && a.vec_ok) {
-        reinterpret_cast<float4*>(p)[0] = *reinterpret_cast<const float4*>(v);
-        reinterpret_cast<float4*>(p)[1] = *reinterpret_cast<const float4*>(v + 4);
-      } else {
-        for (int e = 0; e < cnt; ++e) p[e] = v[e];
-      }
-      continue;
-    }
+    const int cnt = min(CH, a.Kpg - n0);
+    const float* v = &ctile[r * CS + cc * CH];
     const int64_t o = mg * a.K + k0;
     const int64_t bk = int64_t(b) * a.bias_b_stride + k0;
-    if (cnt == 8 && a.vec_ok) {
-      float y[8];
+    if (cnt == CH && a.vec_ok) {
+      float y[CH];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) y[e] = v[e];
+      for (int e = 0; e < CH; ++e) y[e] = v[e];
       if (simple) {
         // NOTE: the common fused forms (conv, + bias, + relu) without the general epilogue's per-element
         // tests; at k = 64 the epilogue is most of the kernel's instructions (ncu, H200).
         if (epi.bias != nullptr) {
 #pragma unroll
-          for (int e = 0; e < 8; ++e) y[e] += elem_to_float<T>(epi.bias[bk + e]);
+          for (int e = 0; e < CH; ++e) y[e] += elem_to_float<T>(epi.bias[bk + e]);
         }
         if (epi.activation == Activation::relu) {
 #pragma unroll
-          for (int e = 0; e < 8; ++e) y[e] = fmaxf(y[e], 0.0f);
+          for (int e = 0; e < CH; ++e) y[e] = fmaxf(y[e], 0.0f);
         }
       } else {
-        alignas(16) T res[8];
-        if (epi.residual != nullptr) {
-          if constexpr (ES == 2) {
-            *reinterpret_cast<uint4*>(res) = *reinterpret_cast<const uint4*>(epi.residual + o);
-          } else {
-            reinterpret_cast<uint4*>(res)[0] = reinterpret_cast<const uint4*>(epi.residual + o)[0];
-            reinterpret_cast<uint4*>(res)[1] = reinterpret_cast<const uint4*>(epi.residual + o)[1];
-          }
-        }
+        alignas(16) T res[CH];
+        if (epi.residual != nullptr) *reinterpret_cast<uint4*>(res) = *reinterpret_cast<const uint4*>(epi.residual + o);
 #pragma unroll
-        for (int e = 0; e < 8; ++e)
+        for (int e = 0; e < CH; ++e)
           y[e] = apply_epilogue<float>(epi.activation, epi.alpha, epi.beta, y[e], epi.bias != nullptr,
                                        epi.bias != nullptr ? elem_to_float<T>(epi.bias[bk + e]) : 0.0f,
                                        epi.residual != nullptr, epi.residual != nullptr ? elem_to_float<T>(res[e]) : 0.0f);
       }
-      store8(dst + o, y);
+      store_chunk(dst + o, y);
     } else {
       for (int e = 0; e < cnt; ++e) dst[o + e] = float_to_elem<T>(epi(v[e], bk + e, o + e));
     }
   }
+}
+
+// Split-K without a reduce kernel (a.tile_counts; the launch is cooperative, so every block is resident and
+// waiting for another block cannot deadlock): after each split has stored its partial tile, the block counts
+// itself in (release: its partial made visible first) and waits until every split of the tile has; then
+// split s sums rows [r_begin, r_end) (its 1/splits share of the tile) of every split's partial in split
+// order (the reduce kernel's order: the result does not depend on which split came last) into ctile. The
+// caller stores those rows as the output. sync(): the consumer threads' barrier.
+// NOTE: the first version had the tile's last split to arrive sum the whole tile: one SM reading
+// (splits - 1) partial tiles (0.5 MB for 128x256, 5 splits) ran slower than the reduce kernel (H200:
+// bf16 3x3 512@7 0.0309 -> 0.0352 ms).
+template <int BM, int BN, int kThreads, typename Sync>
+__device__ __forceinline__ void split_rows_summed(const TcArgs& a, float* ctile, int CS, int64_t m_block, int n_block,
+                                                  int b, int g, int split, int tid, int& r_begin, int& r_end,
+                                                  Sync sync) {
+  __threadfence();
+  sync();
+  if (tid == 0) {
+    int* count = &a.tile_counts[int64_t(blockIdx.x) +
+                                int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * (blockIdx.z / a.splits))];
+    atomicAdd(count, 1);
+    int seen = 0;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(count) : "memory");
+      if (seen >= a.splits) break;
+      __nanosleep(100);
+    }
+  }
+  sync();
+  __threadfence();  // (acquire, for every thread: the other splits' partials)
+  const int share = (BM + a.splits - 1) / a.splits;
+  r_begin = min(BM, split * share);
+  r_end = min(BM, r_begin + share);
+  const int64_t plane = a.Mtot * a.K;
+  constexpr int kPpr = BN / 4;  // 4-channel pieces per tile row
+  for (int idx = tid; idx < (r_end - r_begin) * kPpr; idx += kThreads) {
+    const int r = r_begin + idx / kPpr, c = (idx % kPpr) * 4;
+    const int64_t m = m_block + r;
+    const int n0 = n_block + c;
+    if (m >= a.Mb || n0 >= a.Kpg) continue;
+    const float* p = a.ws + (int64_t(b) * a.Mb + m) * a.K + g * a.Kpg + n0;
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (a.vec_ok && n0 + 4 <= a.Kpg) {
+#pragma unroll 4
+      for (int sp = 0; sp < a.splits; ++sp) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(p + sp * plane));
+        s[0] += v.x, s[1] += v.y, s[2] += v.z, s[3] += v.w;
+      }
+    } else {
+      for (int sp = 0; sp < a.splits; ++sp)
+        for (int e = 0; e < min(4, a.Kpg - n0); ++e) s[e] += __ldcg(p + sp * plane + e);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) ctile[r * CS + c + e] = s[e];
+  }
+  sync();
 }
 
 // Adds the split-K partials in split order and applies the epilogue: one thread per output element.
@@ -294,7 +359,19 @@ struct TileSet {
   int bk_bytes;     // bytes of k per stage (per operand row)
   const char* algo;  // for error messages
   const char* env;   // the environment variable that forces a variant
+  // What split-K adds (see evaluate()): microseconds per 10^9 outputs x splits (the fp32 partials written,
+  // then read), and once (the reduce kernel's launch); coop_*: the same where the kernel sums the splits
+  // itself (a grid of at most one wave; negative coop_us: never).
+  double split_us_per_gout = 260.0, split_us = 8.7;
+  double coop_us_per_gout = 0.0, coop_us = -1.0;
+  // A last wave filled below this fraction is charged that fraction, not a whole wave (0: always whole).
+  double straggler_wave = 0.0;
 };
+// Whether a split plan sums its partials inside the kernel (TcArgs::tile_counts): only where every block is
+// resident at once (the splits of a tile wait for each other; the launch is cooperative).
+inline bool split_in_kernel(const TileSet& ts, int64_t blocks, int splits, int blocks_per_sm, int sms) {
+  return splits > 1 && ts.coop_us >= 0 && blocks <= int64_t(blocks_per_sm) * sms;
+}
 
 constexpr int kMaxSplits = 16;
 constexpr int kMinTilesPerSplit = 4;                  // k >= 4 stages per split
@@ -321,11 +398,12 @@ struct Plan {
 
 // The modelled time of one (tile, splits) choice, a wave model: the blocks (tiles x splits) run in waves of
 // blocks_per_sm x SMs; each wave costs the tile's fixed part plus its per-slice part times the slices of one
-// split (a partial last wave costs a whole one: its blocks take as long). Split-K adds the fp32 partials
-// (0.26 ms per 10^9 outputs x splits: written, then read by the reduce) and the reduce's launch (8.7 us),
-// fitted with the tile costs (cuda_igemm_mma). E.g. (batch 32) 3x3 512@7 -> 128x128w4 with 5 splits, 1x1 64->64@56 ->
+// split (a partial last wave costs a whole one: its blocks take as long; except, where the TileSet says so, a
+// last wave of a few stragglers, which is charged its fraction). Split-K adds the fp32 partials
+// and a fixed part (the TileSet's split costs; cuda_igemm_mma's reduce kernel: 0.26 ms per 10^9 outputs x
+// splits, written then read, and 8.7 us for its launch, fitted with the tile costs). E.g. (batch 32) 3x3 512@7 -> 128x128w4 with 5 splits, 1x1 64->64@56 ->
 // 128x64w4, seed000 -> 128x128w8.
-inline Plan evaluate(const Shape& s, const Tile& t, int splits, int sms, int64_t num_k_tiles) {
+inline Plan evaluate(const Shape& s, const Tile& t, int splits, int sms, int64_t num_k_tiles, const TileSet& ts) {
   Plan p;
   const int tps = int(ceil_div(num_k_tiles, splits));
   p.tile = &t;
@@ -335,9 +413,16 @@ inline Plan evaluate(const Shape& s, const Tile& t, int splits, int sms, int64_t
   const int64_t tiles_mn = ceil_div(s.Mb, t.bm) * ceil_div(s.n, t.bn) * s.G * s.nb;
   p.blocks = tiles_mn * p.splits;
   p.ws_bytes = p.splits > 1 ? size_t(p.splits) * size_t(s.nb * s.Mb) * size_t(s.K) * sizeof(float) : 0;
-  const int64_t waves = ceil_div(p.blocks, int64_t(t.blocks_per_sm()) * sms);
-  double us = double(waves) * (t.wave_us + double(tps) * t.slice_us);
-  if (p.splits > 1) us += 0.26e-6 * double(s.nb * s.Mb) * double(s.K) * p.splits + 8.7;
+  const int64_t per_wave = int64_t(t.blocks_per_sm()) * sms;
+  const int64_t full = p.blocks / per_wave, rest = p.blocks % per_wave;
+  const double last = rest == 0 ? 0.0
+                      : full > 0 && double(rest) < ts.straggler_wave * double(per_wave) ? double(rest) / double(per_wave)
+                                                                                         : 1.0;
+  double us = (double(full) + last) * (t.wave_us + double(tps) * t.slice_us);
+  if (split_in_kernel(ts, p.blocks, p.splits, t.blocks_per_sm(), sms))
+    us += ts.coop_us_per_gout * 1e-9 * double(s.nb * s.Mb) * double(s.K) * p.splits + ts.coop_us;
+  else if (p.splits > 1)
+    us += ts.split_us_per_gout * 1e-9 * double(s.nb * s.Mb) * double(s.K) * p.splits + ts.split_us;
   p.model_us = us;
   return p;
 }
@@ -351,7 +436,7 @@ void for_each_plan(const TileSet& ts, const Shape& s, int sms, F&& f) {
     const Tile& t = ts.tiles[ti];
     int last_splits = 0;
     for (int want = 1; want <= kMaxSplits; ++want) {
-      const Plan p = evaluate(s, t, want, sms, num_k_tiles);
+      const Plan p = evaluate(s, t, want, sms, num_k_tiles, ts);
       if (p.splits == last_splits) continue;  // the same plan as a smaller request
       if (p.splits > 1 && (p.tiles_per_split < kMinTilesPerSplit || p.ws_bytes > size_t(kMaxWorkspace) ||
                            s.nb * s.G * p.splits > 65535 || s.nb * s.Mb * s.K > (int64_t(1) << 40)))

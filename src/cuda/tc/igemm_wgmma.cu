@@ -26,15 +26,19 @@
 //  - 128-byte k stages instead of 64: half the barriers per multiply;
 //  - the short epilogue (bias, relu) in registers, staged in the output type;
 //  - tf32: wgmma would use fp32 operands as they are (the low 13 mantissa bits dropped: truncation); convkit's
-//    tf32 rounds to nearest even (tf32_rne_bits), so the weights are rounded once per call into the
-//    workspace and each stage of activations is rounded in shared memory by the threads before it is
-//    published.
+//    tf32 rounds to nearest even (tf32_rne_bits; cuDNN's errors on Gaussian data match rounding, not
+//    truncation: rel L2 2.9e-4 both, truncation would give 7.7e-4), so the weights are rounded once per call
+//    into the workspace; the gathering kernel rounds each stage of activations in shared memory before it
+//    is published, the warp-specialized one in registers (ldmatrix, then wgmma with A from registers);
+//  - split-K where a grid of at most one wave would leave SMs idle: the splits of a tile wait for each other
+//    (a cooperative launch) and each sums a share of the tile's rows (no reduce kernel); larger grids keep
+//    cuda_igemm_mma's reduce kernel.
 // Ordering: each thread's cp.async copies are made visible to the tensor cores (the async proxy) with
 // fence.proxy.async.shared::cta before the barrier that publishes the stage; the TMA's mbarrier phase is
 // awaited by every thread; a slot is refilled only after every warpgroup's wgmma.wait_group has retired the
 // multiply that read it.
-// The filter-tap walk, the general epilogue staged through shared memory, split-K and its reduce are
-// cuda_igemm_mma's (igemm_tc.cuh).
+// The filter-tap walk, the general epilogue staged through shared memory, split-K's partials, its reduce
+// kernel and its in-kernel sum are in igemm_tc.cuh (the first two shared with cuda_igemm_mma).
 // Not here (cuda_igemm_mma runs them): C/groups % 8 != 0 (% 4 for tf32; the 3-channel stem: the general-C
 // gather path), tensors not 16-byte aligned (run() hands them to cuda_igemm_mma).
 //
@@ -49,8 +53,15 @@
 // The warp-specialized kernel wins on the deep-k late layers (tf32 3x3 256@14 0.0581 -> 0.0532 ms, bf16 1x1
 // 2048->512@7 0.0172 -> 0.0147) and loses on the large-M early ones, where 2-3 gathering blocks per SM
 // overlap one block's epilogue with another's loop (one warp-specialized block per SM cannot).
-// NOTE: tf32 is not bound by its rounding: cvt.rna (3 SASS instructions, 14 per 16-byte chunk) -> cvt.rn
-// (one F2FP, 6 per chunk) moved the tf32 layers by 1% at most (3x3 64@56 0.0776 -> 0.0766 ms).
+// NOTE: tf32's rounding instructions were never its cost (cvt.rna -> cvt.rn moved the layers by 1% at most),
+// the pass over shared memory was: with the activations left unrounded (an experiment, wrong answers) the
+// best variants got 12% faster (geomean), with the weights' rounding kernel gone too 21% (H200, seventh
+// session). Rounding the activations in registers instead (the warp-specialized kernel's A from registers):
+// tf32 ResNet-50 0.66x -> 0.72x cuDNN; 3x3 64@56 0.0679 -> 0.0527 ms, 3x3 256@14 0.0540 -> 0.0459.
+// Split-K summed in the kernel (one wave, cooperative): tf32 1x1 2048->512@7 0.0393 -> 0.0331 ms (its
+// reduce kernel alone took 9.2 us: ncu), 3x3 512@7 0.0521 -> 0.0453; tf32 ResNet-50 0.72x -> 0.75x.
+// (The first version had the last split to arrive sum the whole tile: one SM reading four partial tiles,
+// slower than the reduce kernel: bf16 3x3 512@7 0.0309 -> 0.0352 ms.)
 // NOTE: tried and removed, "row windows" for stride-1 layers: per 128-byte channel slice one TMA box of
 // whole padded input rows, each filter tap's A operand that window read from another starting row (the
 // descriptor may start at any 128-byte row; its base-offset field must stay 0: the swizzle follows the
@@ -68,7 +79,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -164,6 +177,33 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_
                  : CK_WGMMA_OPS##N                                                                      \
                  : "l"(da), "l"(db), "r"(1));                                                           \
   }
+// tf32 with A from registers (the warp-specialized kernel: the activations rounded to tf32 on their way from
+// shared memory to the tensor cores): a[0..3] = (row g, k t), (row g+8, k t), (row g, k t+4), (row g+8, k t+4)
+// of warp w's 16 rows (as mma.sync's m16n8k8 A fragment), g = lane/4, t = lane%4; B from shared memory.
+template <int N>
+__device__ __forceinline__ void wgmma_rs_tf32(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db);
+#define CK_WGMMA_RS_A64 "%32, %33, %34, %35"
+#define CK_WGMMA_RS_B64 "%36"
+#define CK_WGMMA_RS_SCALE64 "%37"
+#define CK_WGMMA_RS_A128 "%64, %65, %66, %67"
+#define CK_WGMMA_RS_B128 "%68"
+#define CK_WGMMA_RS_SCALE128 "%69"
+#define CK_WGMMA_RS_A256 "%128, %129, %130, %131"
+#define CK_WGMMA_RS_B256 "%132"
+#define CK_WGMMA_RS_SCALE256 "%133"
+#define CK_WGMMA_RS_TF32(N)                                                                                 \
+  template <>                                                                                             \
+  __device__ __forceinline__ void wgmma_rs_tf32<N>(float(&d)[N / 2], const uint32_t(&a)[4], uint64_t db) { \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " CK_WGMMA_RS_SCALE##N ", 0;\n"                          \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {" CK_WGMMA_D##N "}, "             \
+                 "{" CK_WGMMA_RS_A##N "}, " CK_WGMMA_RS_B##N ", p, 1, 1;\n}\n"                                \
+                 : CK_WGMMA_OPS##N                                                                       \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                         \
+  }
+CK_WGMMA_RS_TF32(64)
+CK_WGMMA_RS_TF32(128)
+CK_WGMMA_RS_TF32(256)
+
 CK_WGMMA_SS(__half, "f16", 64)
 CK_WGMMA_SS(__nv_bfloat16, "bf16", 64)
 CK_WGMMA_SS(__half, "f16", 128)
@@ -275,6 +315,39 @@ __device__ __forceinline__ void multiply_stage(float (&acc)[NB][WN / 2], uint64_
   for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
 }
 
+// The same for tf32 in the warp-specialized kernel, with the activations rounded to tf32 in registers on their
+// way to the tensor cores (A from registers; no pass over shared memory, no barrier): per 8 k, this warp's 16
+// rows of A by one ldmatrix.x4 (8x8 matrices of b16 pairs: one fp32 value per lane, in wgmma's A fragment
+// order), rounded, and one wgmma committed as its own group. At most 3 groups stay in flight (1 for the
+// 256-wide tile: with 3, ptxas ran out of registers and serialized the wgmmas, C7512), so a k step's
+// registers are free again when a later step loads them, and the previous stage's multiply has retired
+// when this returns. sa_rows: this warp's 16 rows of the stage's A (the swizzle's row phase: lane % 8).
+template <int WN, int NB>
+__device__ __forceinline__ void multiply_stage_tf32_rs(float (&acc)[NB][WN / 2], uint32_t sa_rows, uint64_t db,
+                                                       int lane) {
+  const int i = lane & 7, m = lane >> 3;  // ldmatrix: lane feeds row i of matrix m (rows +8 for m odd, k +4 for m >= 2)
+  const uint32_t row_addr = sa_rows + uint32_t((m & 1) * 8 + i) * kRowBytes;
+#pragma unroll
+  for (int kk = 0; kk < kRowBytes / 32; ++kk) {
+    uint32_t x[4];
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                 : "r"(row_addr + uint32_t(((2 * kk + (m >> 1)) ^ i) * 16))
+                 : "memory");
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[e] = tf32_rne_bits(x[e]);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+    wgmma_fence();
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) wgmma_rs_tf32<WN>(acc[nb], x, db + uint64_t(nb * WN * kRowBytes / 16) + 2 * kk);
+    wgmma_commit();
+    wgmma_wait<(WN * NB >= 256 ? 1 : 3)>();
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) fence_accumulators(acc[nb]);
+  }
+}
+
 // The TMA's im2col mode: the window origin (w, h) and image n of GEMM row mg (an output pixel), where a
 // block's traversal starts.
 __device__ __forceinline__ void im2col_origin(const TcArgs& a, int64_t mg, int& w, int& h, int& n) {
@@ -362,7 +435,12 @@ __device__ __forceinline__ void wgmma_epilogue(const TcArgs& a, float (&acc)[BN 
       *reinterpret_cast<float2*>(&ctile[(row + 8) * CS + col]) = make_float2(acc[nb][4 * j + 2], acc[nb][4 * j + 3]);
     }
   sync();
-  store_output_tile<T, BM, BN, kThreads>(a, ctile, CS, m_block, n_block, b, g, split, tid);
+  store_output_tile<T, BM, BN, kThreads>(a, ctile, CS, m_block, n_block, b, g, split, tid, a.ws != nullptr);
+  if (a.tile_counts != nullptr) {
+    int r_begin = 0, r_end = 0;
+    split_rows_summed<BM, BN, kThreads>(a, ctile, CS, m_block, n_block, b, g, split, tid, r_begin, r_end, sync);
+    store_output_tile<T, BM, BN, kThreads>(a, ctile, CS, m_block, n_block, b, g, split, tid, false, r_begin, r_end);
+  }
 }
 
 // ---- the kernel ------------------------------------------------------------------------------------
@@ -639,20 +717,12 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, (ws_min_blocks<BM, BN, kS
     const int slot = kt % kStages;
     const uint32_t sA = smem_base + slot * kStageBytes;
     mbar_wait(full + 8 * slot, uint32_t(kt / kStages) & 1);
-    if constexpr (kTf32) {
-      // This warpgroup's 64 rows of activations to tf32 (4 chunks per thread; the weights were rounded before
-      // the launch), made visible to the tensor cores, the warpgroup waiting for all of its rows.
-      const int t = tid & 127, c = t & 7;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = (t >> 3) + 16 * i;
-        round_chunk_tf32(sA + a_wg + r * kRowBytes + ((c ^ (r & 7)) * 16));
-      }
-      fence_proxy_async();
-      named_barrier(1 + wg, 128);
-    }
     // (returns when stage kt-1's multiply has retired: its slot may be refilled)
-    multiply_stage<T, WN, NB>(acc, smem_desc(sA + a_wg), smem_desc(sA + kAStage));
+    if constexpr (kTf32)  // (the weights were rounded before the launch)
+      multiply_stage_tf32_rs<WN, NB>(acc, sA + a_wg + uint32_t((tid >> 5) & 3) * 16 * kRowBytes,
+                                     smem_desc(sA + kAStage), tid & 31);
+    else
+      multiply_stage<T, WN, NB>(acc, smem_desc(sA + a_wg), smem_desc(sA + kAStage));
     mbar_arrive_if(empty + 8 * ((kt + kStages - 1) % kStages), kt > 0 && (tid & 31) == 0);
   } while (++kt < nk);
   wgmma_wait<0>();
@@ -851,7 +921,23 @@ void launch_tile(const TcArgs& a, dim3 grid, cudaStream_t stream, bool /*aligned
   const CUtensorMap amap = a.a_im2col   ? im2col_map(a, dt, BM)
                            : a.a_by_tma ? activation_map(a, dt, BM)
                                         : map;  // (unread unless a_by_tma)
-  K::fn<<<grid, K::threads, K::smem, stream>>>(a, map, amap);
+  if (a.tile_counts == nullptr) {
+    K::fn<<<grid, K::threads, K::smem, stream>>>(a, map, amap);
+    return;
+  }
+  // Split-K summed in the kernel: the splits of a tile wait for each other, so every block must be resident
+  // at once (a cooperative launch refuses a grid that cannot be).
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(unsigned(K::threads));
+  cfg.dynamicSmemBytes = size_t(K::smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CK_CUDA(cudaLaunchKernelEx(&cfg, K::fn, a, map, amap));
 }
 
 template <typename T, int BM, int BN, int ST, bool kWs>
@@ -881,7 +967,7 @@ constexpr int num_tiles() {
 template <typename T>
 constexpr Tile last_ws_tile() {
   if constexpr (std::is_same_v<T, float>)
-    return {128, 256, 12, 7.51, 0.89, launch_tile<T, 128, 256, 4, true>, blocks_per_sm_of_tile<T, 128, 256, 4, true>, 4};
+    return {128, 256, 12, 7.51, 0.89 * 0.8, launch_tile<T, 128, 256, 4, true>, blocks_per_sm_of_tile<T, 128, 256, 4, true>, 4};
   else
     return {128, 64, 12, 2.69, 0.420, launch_tile<T, 128, 64, 8, true>, blocks_per_sm_of_tile<T, 128, 64, 8, true>, 8};
 }
@@ -899,6 +985,9 @@ const std::array<Tile, kNumTiles>& tiles() {
   // timings of every variant on the ResNet-50 and seed layers (H200, 2026-11-29, `convkit tune --verbose`;
   // median error 6-12% per tile; the picks are within 2% of the best measured variant in geomean). tf32 and
   // f16 use the same costs.
+  // NOTE: tf32 on the warp-specialized tiles rounds the activations in registers (multiply_stage_tf32_rs):
+  // their per-slice cost is 0.8x the 16-bit fit in tf32 (grid search, as tile_set()'s split costs).
+  constexpr double kWsTf32 = std::is_same_v<T, float> ? 0.8 : 1.0;
   static const std::array<Tile, kNumTiles> t = {{
       {128, 128, 8, 5.28, 0.564, launch_tile<T, 128, 128, 4, false>, blocks_per_sm_of_tile<T, 128, 128, 4, false>},
       {128, 256, 8, 7.51, 0.955, launch_tile<T, 128, 256, 4, false>, blocks_per_sm_of_tile<T, 128, 256, 4, false>},
@@ -914,9 +1003,9 @@ const std::array<Tile, kNumTiles>& tiles() {
       // (H200, 2026-11-29, sixth session; median error 9-14%); 128x256w12s4 (tf32 only) has the gathering
       // 128x256's wave part and its slice part times the two kernels' measured tf32 ratio (0.93). The picks are
       // within 2% of the best measured variant (geomean, ResNet-50 bf16, f16 and tf32).
-      {128, 64, 12, 2.69, 0.420, launch_tile<T, 128, 64, 8, true>, blocks_per_sm_of_tile<T, 128, 64, 8, true>, 8},
-      {128, 128, 12, 5.03, 0.495, launch_tile<T, 128, 128, 6, true>, blocks_per_sm_of_tile<T, 128, 128, 6, true>, 6},
-      {128, 64, 12, 3.66, 0.687, launch_tile<T, 128, 64, 4, true>, blocks_per_sm_of_tile<T, 128, 64, 4, true>, 4},
+      {128, 64, 12, 2.69, 0.420 * kWsTf32, launch_tile<T, 128, 64, 8, true>, blocks_per_sm_of_tile<T, 128, 64, 8, true>, 8},
+      {128, 128, 12, 5.03, 0.495 * kWsTf32, launch_tile<T, 128, 128, 6, true>, blocks_per_sm_of_tile<T, 128, 128, 6, true>, 6},
+      {128, 64, 12, 3.66, 0.687 * kWsTf32, launch_tile<T, 128, 64, 4, true>, blocks_per_sm_of_tile<T, 128, 64, 4, true>, 4},
       last_ws_tile<T>(),
   }};
   return t;
@@ -934,17 +1023,50 @@ bool ws_enabled() {
 template <typename T>
 TileSet tile_set(bool ws) {
   ws = ws && ws_enabled();
-  return {tiles<T>().data(), ws ? num_tiles<T>() : kNumGatherTiles, kRowBytes, "cuda_igemm_wgmma", "CONVKIT_WGMMA_VARIANT"};
+  // Split-K: the reduce kernel's costs as cuda_igemm_mma's; summed inside the kernel (one wave at most): 100
+  // us per 10^9 outputs x splits and 12 us, chosen (grid search) for the picks against `convkit tune
+  // --verbose` on ResNet-50 (H200, 2026-11-29, seventh session): within 1.2% (tf32), 0.5% (bf16, f16) of the
+  // best measured variant, geomean. Splits rarely win on this card: the fixed part mostly says so.
+  // A last wave under 10% full is charged its fraction: per-sample 3x3 64->64 at 56x56, N = 32 (25 tiles of
+  // 128 per image, 800 blocks: 3 waves of 2 x 132 and 8 stragglers) measured 128x64w12s4 at 0.0335 ms and
+  // 64x64w4 at 0.0378, which the whole-wave rule chose; no ResNet-50 pick changes.
+  return {tiles<T>().data(), ws ? num_tiles<T>() : kNumGatherTiles, kRowBytes, "cuda_igemm_wgmma", "CONVKIT_WGMMA_VARIANT",
+          260.0, 8.7, 100.0, 12.0, 0.1};
 }
 
-Plan plan_of(DType dt, const Shape& s, bool ws, const std::string& variant) {
-  const int sms = sm_count_of_current_device();
+Plan plan_uncached(DType dt, const Shape& s, bool ws, int sms, const std::string& variant) {
   switch (dt) {
     case DType::f16: return choose_plan(tile_set<__half>(ws), s, sms, variant);
     case DType::bf16: return choose_plan(tile_set<__nv_bfloat16>(ws), s, sms, variant);
     case DType::f32: break;
   }
   return choose_plan(tile_set<float>(ws), s, sms, variant);
+}
+// The plan of a (problem shape, variant), remembered per thread (the last 8): one call of the PyTorch op asks
+// for it two or three times (workspace size, then run), each a walk over every tile and split count.
+Plan plan_of(DType dt, const Shape& s, bool ws, const std::string& variant) {
+  const int sms = sm_count_of_current_device();
+  const char* forced = variant.empty() ? std::getenv("CONVKIT_WGMMA_VARIANT") : nullptr;  // (choose_plan's)
+  const std::string_view want = forced != nullptr ? std::string_view(forced) : std::string_view(variant);
+  struct Entry {
+    DType dt;
+    Shape s;
+    bool ws, forced;
+    int sms;
+    std::string variant;
+    Plan plan;
+  };
+  thread_local std::array<Entry, 8> memo{};
+  thread_local int next = 0;
+  for (const Entry& e : memo)
+    if (e.plan.tile != nullptr && e.dt == dt && e.ws == ws && e.sms == sms && e.forced == (forced != nullptr) &&
+        e.s.Mb == s.Mb && e.s.n == s.n && e.s.G == s.G && e.s.nb == s.nb && e.s.k == s.k && e.s.K == s.K &&
+        e.s.es == s.es && e.variant == want)
+      return e.plan;
+  const Plan p = plan_uncached(dt, s, ws, sms, variant);  // (throws for an unknown variant: nothing stored)
+  memo[size_t(next)] = Entry{dt, s, ws, forced != nullptr, sms, std::string(want), p};
+  next = (next + 1) % int(memo.size());
+  return p;
 }
 
 std::vector<Plan> all_plans(DType dt, const Shape& s, bool ws) {
@@ -957,15 +1079,25 @@ std::vector<Plan> all_plans(DType dt, const Shape& s, bool ws) {
   return candidate_plans(tile_set<float>(ws), s, sms);
 }
 
-// The workspace: the split-K partials, then (tf32) the weights rounded to tf32, at the first 256-byte
-// boundary after them (whatever the workspace's own alignment: 256 bytes of slack).
+// The workspace: the split-K partials, the split-K tile counts (one int per output tile), then (tf32) the
+// weights rounded to tf32, each at the first 256-byte boundary after what comes before (whatever the
+// workspace's own alignment: 256 bytes of slack each).
+size_t tile_counts_bytes(const Plan& plan) {
+  return plan.splits > 1 ? size_t(plan.blocks / plan.splits) * sizeof(int) : 0;
+}
 size_t total_workspace(const Conv2dProblem& p, DType dt, const Plan& plan) {
-  if (dt != DType::f32) return plan.ws_bytes;
-  return plan.ws_bytes + 256 + size_t(p.k) * size_t(p.gemm_k()) * sizeof(float);
+  size_t n = plan.ws_bytes;
+  if (plan.splits > 1) n += 256 + tile_counts_bytes(plan);
+  if (dt == DType::f32) n += 256 + size_t(p.k) * size_t(p.gemm_k()) * sizeof(float);
+  return n;
+}
+void* align_up_256(uintptr_t v) { return reinterpret_cast<void*>((v + 255) / 256 * 256); }
+int* tile_counts_of(void* workspace, const Plan& plan) {
+  return static_cast<int*>(align_up_256(reinterpret_cast<uintptr_t>(workspace) + plan.ws_bytes));
 }
 void* tf32_weights_of(void* workspace, const Plan& plan) {
-  const uintptr_t end = reinterpret_cast<uintptr_t>(workspace) + plan.ws_bytes;
-  return reinterpret_cast<void*>((end + 255) / 256 * 256);
+  if (plan.splits == 1) return align_up_256(reinterpret_cast<uintptr_t>(workspace));
+  return align_up_256(reinterpret_cast<uintptr_t>(tile_counts_of(workspace, plan)) + tile_counts_bytes(plan));
 }
 
 // Whether the current device runs sm_90a code: compute capability 9.0 exactly.
@@ -1036,7 +1168,11 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
     std::string d = "tile " + plan.tile->name();
     if (plan.splits > 1)
       d += ", split-K " + std::to_string(plan.splits) + " (partials " +
-           std::to_string((plan.ws_bytes + (1 << 20) - 1) >> 20) + " MiB)";
+           std::to_string((plan.ws_bytes + (1 << 20) - 1) >> 20) + " MiB" +
+           (split_in_kernel(tile_set<float>(true), plan.blocks, plan.splits, plan.tile->blocks_per_sm(),
+                            sm_count_of_current_device())
+                ? ", summed in the kernel)"
+                : ", then a reduce kernel)");
     if (const ALoad l = a_load_of(p, cfg.dtype); l != ALoad::gather)
       d += l == ALoad::im2col ? ", activations by TMA (im2col mode)" : ", activations by TMA";
     if (cfg.dtype == DType::f32) d += ", weights rounded to tf32 first";
@@ -1082,11 +1218,21 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
       a.wei = rounded;
     }
     const Tile& t = *plan.tile;
+    const bool in_kernel = split_in_kernel(tile_set<float>(true), plan.blocks, plan.splits, t.blocks_per_sm(),
+                                           sm_count_of_current_device());
+    if (in_kernel) {
+      // Split-K summed by the splits themselves (one wave: every block resident): each output tile's
+      // arrival count starts at zero.
+      // NOTE: instead of a reduce kernel after the launch: 1x1 2048->512 at 7x7 (tf32, 5 splits) spent
+      // 9.2 us of 36 in the reduce (ncu, H200).
+      a.tile_counts = tile_counts_of(call.workspace, plan);
+      CK_CUDA(cudaMemsetAsync(a.tile_counts, 0, tile_counts_bytes(plan), stream));
+    }
     const dim3 grid(unsigned(ceil_div(a.Mb, t.bm)), unsigned(ceil_div(a.Kpg, t.bn)),
                     unsigned(int64_t(a.nb) * a.G * plan.splits));
     t.launch(a, grid, stream, true);
     CK_LAUNCH("igemm_wgmma_kernel");
-    if (plan.splits > 1) launch_splitk_reduce(a, dt, stream);
+    if (plan.splits > 1 && !in_kernel) launch_splitk_reduce(a, dt, stream);
   }
 };
 
