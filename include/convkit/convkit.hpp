@@ -1,6 +1,7 @@
 // convkit/convkit.hpp: the public entry points.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ struct Selection {
   std::string source;
 };
 Selection select_auto(const Conv2dProblem& problem, const ConvConfig& config);
+// A number that changes whenever a tune cache of this process is opened or read, or an entry is stored in
+// one: what select_auto() answers for a (problem, config) can change only with it, or with the environment
+// that names the cache (CONVKIT_TUNE_CACHE, XDG_CACHE_HOME, HOME). For callers that remember its answers.
+std::uint64_t tune_cache_generation();
 
 // Copies `src` into `dst` converting between NCHW and NHWC (for weights: KCRS and KRSC, the same thing): the
 // same dims, dtype and device, non-overlapping; the same layout on both is a plain copy. CUDA tensors: a

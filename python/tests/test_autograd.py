@@ -116,3 +116,32 @@ def test_example_op_grads():
     row_ptr = torch.tensor([0, 2, 2, 5])
     col_idx = torch.tensor([0, 3, 1, 2, 3])
     assert torch.autograd.gradcheck(lambda v, d: convkit.csr_matvec(v, row_ptr, col_idx, d), (values, dense))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_calls_without_a_gradient_skip_autograd_and_match(device):
+    # convkit.conv2d and conv2d_per_sample dispatch below autograd when nothing can record a gradient (no_grad,
+    # or no input requiring grad): the same values, no graph; with a weight requiring grad, the autograd path.
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 4, 6, 6, generator=g).to(device)
+    w = torch.randn(4, 4, 3, 3, generator=g).to(device)
+    ref = F.conv2d(x, w, padding=1)
+    with torch.no_grad():
+        y0 = convkit.conv2d(x, w, padding=1)
+    y1 = convkit.conv2d(x, w, padding=1)
+    for y in (y0, y1):
+        assert not y.requires_grad and y.grad_fn is None
+        torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-4)
+    wg = w.clone().requires_grad_(True)
+    y2 = convkit.conv2d(x, wg, padding=1)
+    assert y2.requires_grad and y2.grad_fn is not None
+    y2.sum().backward()
+    torch.testing.assert_close(wg.grad, torch.autograd.grad(F.conv2d(x, wg, padding=1).sum(), wg)[0],
+                               rtol=1e-3, atol=1e-3)
+    # A result computed without autograd can still feed a graph later.
+    (y0 * wg.sum()).sum().backward()
+    ws = torch.randn(2, 4, 4, 3, 3, generator=g).to(device)
+    with torch.no_grad():
+        p = convkit.conv2d_per_sample(x, ws, padding=1)
+    assert p.grad_fn is None
+    torch.testing.assert_close(p[1], F.conv2d(x[1:2], ws[1], padding=1)[0], rtol=1e-4, atol=1e-4)

@@ -129,7 +129,12 @@ bool parse_tune_line(const std::string& line, TuneEntry* e, std::string* why) {
   return true;
 }
 
-TuneCache::TuneCache(std::string path) : path_(std::move(path)) {}
+namespace {
+// Bumped whenever what a lookup can answer may change: a cache opened, a file read, an entry stored.
+std::atomic<std::uint64_t> g_generation{1};
+}  // namespace
+
+TuneCache::TuneCache(std::string path) : path_(std::move(path)) { g_generation.fetch_add(1); }
 
 TuneCache::Parsed TuneCache::read_file() const {
   Parsed p;
@@ -185,6 +190,7 @@ void TuneCache::report_parse(const Parsed& p) {
 void TuneCache::load_locked() {
   if (loaded_) return;
   loaded_ = true;
+  g_generation.fetch_add(1);
   const Parsed p = read_file();
   report_parse(p);
   foreign_ = !p.header_ok;
@@ -232,7 +238,10 @@ bool TuneCache::store(const TuneEntry& e) {
   load_locked();
   entries_[e.key] = e;
   stored_[e.key] = e;
-  return persistent() && !foreign_ && write_locked();
+  g_generation.fetch_add(1);
+  const bool written = persistent() && !foreign_ && write_locked();
+  g_generation.fetch_add(1);  // (the write merged the file's entries in)
+  return written;
 }
 
 std::vector<TuneEntry> TuneCache::entries() {
@@ -318,3 +327,7 @@ std::shared_ptr<TuneCache> tune_cache_at(const std::string& path) {
 std::shared_ptr<TuneCache> tune_cache() { return tune_cache_at(tune_cache_path_from_env()); }
 
 }  // namespace convkit::detail
+
+namespace convkit {
+std::uint64_t tune_cache_generation() { return detail::g_generation.load(); }
+}  // namespace convkit
