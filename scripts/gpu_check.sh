@@ -186,9 +186,9 @@ if want sanitize; then
     # small hand-checked cases of each kernel that uses shared memory.
     # The tensor-core kernels: their quick subset (C=3, groups, split-K, dilation, K=65; every variant).
     mfilter=${MEMCHECK_FILTER:-$(pick_tests 1 'EdgeSet' cuda_ref cuda_direct_naive cuda_direct_smem \
-                                   cuda_direct_regblock cuda_im2col_cublas cuda_igemm_simt cudnn):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_bf16:TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_mma_tf32}
+                                   cuda_direct_regblock cuda_im2col_cublas cuda_igemm_simt cudnn):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_bf16:TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_mma_tf32:TensorCore/Tc.QuickSanitizerSubset/cuda_conv_wgmma_halo_bf16}
     rfilter=${RACECHECK_FILTER:-$(pick_tests 2 'HandChecked(K2BiasRelu|Stride2)' cuda_direct_smem \
-                                   cuda_direct_regblock cuda_igemm_simt):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_f16}
+                                   cuda_direct_regblock cuda_igemm_simt):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_f16:TensorCore/Tc.QuickSanitizerSubset/cuda_conv_wgmma_halo_f16}
     for tool in memcheck racecheck; do
       if [ "$tool" = memcheck ]; then sanitize memcheck "$mfilter" 90; f=$mfilter
       else sanitize racecheck "$rfilter" 90; f=$rfilter; fi

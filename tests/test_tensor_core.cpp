@@ -316,6 +316,14 @@ const std::vector<Shape>& main_shapes() {
       {"C=64, stride 3, more images than a tile holds", "n9c64h5w6k24r3s3p1u3"},
       {"C=64, one output pixel per image (a one-point pixel box)", "n3c64h3w3k16r3s3"},
       {"C=64, a 1x1 image padded to 3x3", "n2c64h1w1k8r3s3p1"},
+      // Stride 1, C % 64: cuda_conv_wgmma_halo takes these too (one halo of input rows per 128 output
+      // pixels; units of 64 pixels that stop at each image's end; the filter bank resident).
+      {"C=64, 56-wide rows, an image's last unit partial", "n2c64h9w56k64r3s3p1"},
+      {"C=64, K=72 (two channel blocks), odd 13x11, 3 images", "n3c64h13w11k72r3s3p1"},
+      {"C=128, 3x3: two channel slices per halo", "n1c128h9w9k16r3s3p1"},
+      {"C=64, W=120: one halo stage fits, not two", "n1c64h5w120k16r3s3p1"},
+      {"C=64, 3x3 unpadded", "n2c64h9w10k24r3s3"},
+      {"C=640, 1x1: ten channel slices", "n1c640h7w7k32r1s1"},
   };
   return v;
 }
@@ -342,6 +350,7 @@ const std::vector<Shape>& quick_shapes() {
       {"dilation 2 stride 2", "n1c8h19w19k16r3s3p2u2d2"},
       {"K=65", "n2c16h5w5k65r3s3p1"},
       {"C=64, stride 2, padded (im2col TMA)", "n2c64h7w6k16r3s3p2u2"},
+      {"C=64, stride 1, K=72 (the halo kernel)", "n2c64h9w10k72r3s3p1"},
   };
   return v;
 }

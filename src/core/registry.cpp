@@ -22,6 +22,7 @@ const std::vector<const Algorithm*>& algorithms() {
     std::vector<const Algorithm*> v;
 #ifdef CONVKIT_WITH_CUDA
     v.push_back(detail::make_cuda_igemm_wgmma());  // first: the fastest where it applies (Hopper; f16/bf16 with C/groups % 8 == 0, tf32 with % 4)
+    v.push_back(detail::make_cuda_conv_wgmma_halo());  // Hopper, stride 1, C % 64, small filter banks: the halo kernel
     v.push_back(detail::make_cuda_igemm_mma());
     v.push_back(detail::make_cuda_igemm_wmma());
     v.push_back(detail::make_cuda_igemm_simt());

@@ -367,11 +367,6 @@ struct TileSet {
   // A last wave filled below this fraction is charged that fraction, not a whole wave (0: always whole).
   double straggler_wave = 0.0;
 };
-// Whether a split plan sums its partials inside the kernel (TcArgs::tile_counts): only where every block is
-// resident at once (the splits of a tile wait for each other; the launch is cooperative).
-inline bool split_in_kernel(const TileSet& ts, int64_t blocks, int splits, int blocks_per_sm, int sms) {
-  return splits > 1 && ts.coop_us >= 0 && blocks <= int64_t(blocks_per_sm) * sms;
-}
 
 constexpr int kMaxSplits = 16;
 constexpr int kMinTilesPerSplit = 4;                  // k >= 4 stages per split
@@ -392,6 +387,10 @@ struct Plan {
   int splits = 1, tiles_per_split = 0, num_k_tiles = 0;
   int64_t blocks = 0;
   size_t ws_bytes = 0;
+  // Split-K summed inside the kernel (TcArgs::tile_counts) rather than by the reduce kernel: where the
+  // TileSet offers it and every block is resident at once (the splits of a tile wait for each other; the
+  // launch is cooperative).
+  bool sums_in_kernel = false;
   double model_us = 0;
   std::string variant() const { return tile->name() + "/k" + std::to_string(splits); }
 };
@@ -419,7 +418,8 @@ inline Plan evaluate(const Shape& s, const Tile& t, int splits, int sms, int64_t
                       : full > 0 && double(rest) < ts.straggler_wave * double(per_wave) ? double(rest) / double(per_wave)
                                                                                          : 1.0;
   double us = (double(full) + last) * (t.wave_us + double(tps) * t.slice_us);
-  if (split_in_kernel(ts, p.blocks, p.splits, t.blocks_per_sm(), sms))
+  p.sums_in_kernel = p.splits > 1 && ts.coop_us >= 0 && p.blocks <= per_wave;
+  if (p.sums_in_kernel)
     us += ts.coop_us_per_gout * 1e-9 * double(s.nb * s.Mb) * double(s.K) * p.splits + ts.coop_us;
   else if (p.splits > 1)
     us += ts.split_us_per_gout * 1e-9 * double(s.nb * s.Mb) * double(s.K) * p.splits + ts.split_us;
