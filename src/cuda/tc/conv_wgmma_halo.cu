@@ -31,12 +31,13 @@
 // memory, rows wider than 256 padded pixels: cuda_igemm_wgmma runs those.
 //
 // measured (H200, 2026-11-30, bf16, batch 32, vs cuDNN in the same process; docs/perf.md, eighth session):
-// a negative result, kept as the rung that shows it. 3x3 64->64 at 56x56: 0.0312 ms (237 TFLOP/s) against
-// cuda_igemm_wgmma's 0.0295-0.0301 and cuDNN's ~0.027; the first version (each fragment loaded right before
+// a negative result, kept as the rung that shows it. 3x3 64->64 at 56x56: 0.0302 ms (245 TFLOP/s) against
+// cuda_igemm_wgmma's 0.0295-0.0303 and cuDNN's ~0.027; the first version (each fragment loaded right before
 // its wgmma) 0.0356. ResNet-50 layers it takes (13 of 23, first version): 0.43x cuDNN geomean, where
 // cuda_igemm_wgmma gives 0.77x. ncu on that layer: L2 throughput 16.7% (the im2col kernel: 42%), DRAM 7%,
 // 0.36 instructions issued per scheduler cycle, 2.2 active warps per scheduler: the traffic it saves was not
-// what held the layer back. Two accumulators per warpgroup (independent wgmma chains) changed nothing
+// what held the layer back (ncu's source view: cuda_igemm_wgmma waits for its im2col stages, 37% of its
+// warps' stall samples on that mbarrier; this kernel's tensor pipe is 28% busy). Two accumulators per warpgroup (independent wgmma chains) changed nothing
 // (0.0315 -> 0.0325 ms). With 64 output channels every wgmma here and in cuda_igemm_wgmma is n64, and every
 // 64-channel kernel measured (both of ours, cuDNN) stays at 240-265 TFLOP/s on this layer, a quarter of
 // the tensor cores' rate. (Swapping the roles in cuda_igemm_wgmma, the weights as the m64 operand and 256
@@ -222,11 +223,13 @@ __global__ void __launch_bounds__(384, 1) conv_wgmma_halo_kernel(const TcArgs a,
       const int slot = j % h.stages;
       mbar_wait(full + 8 * slot, uint32_t(j / h.stages) & 1);
       if (active) {
-        // One filter tap per wgmma group (4 k steps of 32 bytes): the next tap's fragments are loaded by
-        // ldmatrix while this tap's group runs, into the other of two register sets, once the wait<1> after
-        // this tap's commit has retired the tap before (which read that set).
+        // One filter tap per wgmma group (4 k steps of 32 bytes), at most 2 groups in flight, three register
+        // sets of fragments.
         // NOTE: the first version loaded each fragment right before its wgmma, one group per k step, at most 2
-        // in flight: 3x3 64@56 bf16 0.0356 ms; fragments two k steps ahead (4 sets, same groups) 0.0312.
+        // in flight: 3x3 64@56 bf16 0.0356 ms; fragments two k steps ahead (4 sets, same groups) 0.0312; one
+        // group per tap with two sets (the next tap loaded after this one's wait, right before its own
+        // group: ncu's source view put 15% of the warps' stall samples on the wgmma fence waiting for those
+        // loads) 0.0306.
         const uint32_t halo = halo0 + uint32_t(slot * h.halo_bytes);
         const uint32_t wslice = wbuf + uint32_t(cs * kBoxBytes);
         // (tap_off: r * WB + s of the current tap, kept by additions: no division in the loop)
@@ -234,7 +237,7 @@ __global__ void __launch_bounds__(384, 1) conv_wgmma_halo_kernel(const TcArgs a,
           const int row = off + tap_off;
           return halo + uint32_t(row) * kRowBytes + uint32_t(((2 * kk + chunk_hi) ^ (row & 7)) * 16);
         };
-        uint32_t x[2][4][4];  // two taps' fragments: 32 bytes of k each (kk), per warp 16 rows
+        uint32_t x[3][4][4];  // three taps' fragments: 32 bytes of k each (kk), per warp 16 rows
         auto load_tap = [&](uint32_t(&f)[4][4], int tap_off) {
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(f[kk], frag_addr(tap_off, kk));
@@ -246,7 +249,7 @@ __global__ void __launch_bounds__(384, 1) conv_wgmma_halo_kernel(const TcArgs a,
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) wgmma_rs64<T>(acc[0], f[kk], db + uint64_t(2 * kk));
           wgmma_commit();
-          wgmma_wait<1>();  // the tap before has retired: its fragments' registers are free
+          wgmma_wait<1>();  // the tap before has retired
           fence_accumulators(acc[0]);
         };
         int tap_off = 0, s_now = 0;
@@ -255,16 +258,19 @@ __global__ void __launch_bounds__(384, 1) conv_wgmma_halo_kernel(const TcArgs a,
           tap_off = wrap ? tap_off + h.WB - (a.S - 1) : tap_off + 1;
           s_now = wrap ? 0 : s_now + 1;
         };
+        // Tap t+1's fragments go to set (t+1) % 3, loaded before tap t's group is issued (their latency hidden
+        // behind tap t-1's group, still running): that set was last read by tap t-2, retired by the wait<1>
+        // after tap t-1's commit.
         load_tap(x[0], 0);
-        for (int tap = 0; tap < h.taps; tap += 2) {
+        for (int tap = 0; tap < h.taps; tap += 3) {
+          if (tap + 1 < h.taps) next_tap(), load_tap(x[1], tap_off);
           multiply_tap(x[0], tap);
           if (tap + 1 >= h.taps) break;
-          next_tap();
-          load_tap(x[1], tap_off);
+          if (tap + 2 < h.taps) next_tap(), load_tap(x[2], tap_off);
           multiply_tap(x[1], tap + 1);
           if (tap + 2 >= h.taps) break;
-          next_tap();
-          load_tap(x[0], tap_off);
+          if (tap + 3 < h.taps) next_tap(), load_tap(x[0], tap_off);
+          multiply_tap(x[2], tap + 2);
         }
         wgmma_wait<0>();
         fence_accumulators(acc[0]);
