@@ -41,7 +41,9 @@
 // (0.0315 -> 0.0325 ms). With 64 output channels every wgmma here and in cuda_igemm_wgmma is n64, and every
 // 64-channel kernel measured (both of ours, cuDNN) stays at 240-265 TFLOP/s on this layer, a quarter of
 // the tensor cores' rate. (Swapping the roles in cuda_igemm_wgmma, the weights as the m64 operand and 256
-// pixels as n256, was slower still: 0.0365 ms; see its header.)
+// pixels as n256, was slower still: 0.0365 ms; see its header.) The halo copied by the producer warpgroup's
+// 128 threads (cp.async, arriving on the slot's mbarrier) instead of one TMA box: 0.0353 ms (TMA 0.0311 in
+// that run); not kept.
 #include "cuda/tc/wgmma_common.cuh"
 
 #include <algorithm>
