@@ -123,6 +123,9 @@ const Case kLowpCases[] = {
     {"n3c5h9w7k6r3s3p1u1", true, false, Activation::none},         // C % 8 != 0: cuda_igemm_mma's general C
     {"n1c4h12w12k9r7s7p3u2", true, true, Activation::none},        // 7x7 stride 2, batch 1
     {"n3c128h7w9k32r3s3p1u2g2", true, false, Activation::relu},    // C/g = 64: activations by TMA's im2col mode
+    {"n5c64h9w11k64r3s3p1", true, true, Activation::relu},         // C = 64, stride 1: residual, 5 images
+    {"n4c64h7w7k40r3s3p1", false, false, Activation::none},        // 7x7 images: one partial tile each
+    {"n3c128h6w10k16r1s1", true, true, Activation::none},          // 1x1, C = 128: bias and residual
 };
 
 std::vector<unsigned char> to_bytes(const std::vector<float>& v, DType dt) {

@@ -324,6 +324,8 @@ const std::vector<Shape>& main_shapes() {
       {"C=64, W=120: one halo stage fits, not two", "n1c64h5w120k16r3s3p1"},
       {"C=64, 3x3 unpadded", "n2c64h9w10k24r3s3"},
       {"C=640, 1x1: ten channel slices", "n1c640h7w7k32r1s1"},
+      {"C=64, 7x7 images: one partial unit per image", "n5c64h7w7k64r3s3p1"},
+      {"C=128, 1x1, K=136: three channel blocks", "n2c128h12w9k136r1s1"},
   };
   return v;
 }

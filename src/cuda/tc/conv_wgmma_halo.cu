@@ -2,9 +2,9 @@
 // "halo" per block of output pixels, and the block's whole filter bank resident in shared memory.
 // fp16 / bf16, NHWC activations, KRSC weights, stride 1, dilation 1, one group, C % 64 == 0, and a filter
 // bank of 64 output channels that fits in shared memory next to the halo (3x3 with C = 64 or 128, 1x1 up to
-// C = 1152). The kernel also has a per-sample-weights mode (HaloArgs::per_sample: it passed the PerSample
-// tests on the H200 while conv2d_per_sample was routed to it, 2026-11-30; that route was taken out again,
-// cuda_igemm_wgmma is faster: see below, so nothing calls it now). sm_90a only.
+// C = 1152). sm_90a only. (A per-sample-weights mode passed the PerSample tests on the H200 while
+// conv2d_per_sample was routed to it, 2026-11-30; cuda_igemm_wgmma was faster there, and the mode, which
+// nothing called any more, was taken out in the ninth session.)
 //
 // What it adds over cuda_igemm_wgmma (one idea: each input element leaves L2 about once, not R*S times):
 //  - cuda_igemm_wgmma's im2col mode fetches, for every filter tap, the 128 bytes of channels of every
@@ -19,7 +19,7 @@
 //  - the weights of the block's 64 output channels are loaded once (every tap and 64-channel slice, one TMA
 //    box each) and stay while consecutive work units use them: the grid is persistent (one block per SM),
 //    each block walks a contiguous range of 64-pixel units ordered so that units sharing the weights are
-//    neighbours (per output-channel block; per sample and block with per-sample weights);
+//    neighbours (per output-channel block);
 //  - a producer warpgroup (one thread) keeps a ring of 1-2 halo stages loading on full/empty mbarriers;
 //    two consumer warpgroups each take one 64-pixel unit of a step (two units of one image share a halo);
 //  - the epilogue is cuda_igemm_wgmma's (per warpgroup, through its own staging buffer), so bias, residual
@@ -43,7 +43,10 @@
 // the tensor cores' rate. (Swapping the roles in cuda_igemm_wgmma, the weights as the m64 operand and 256
 // pixels as n256, was slower still: 0.0365 ms; see its header.) The halo copied by the producer warpgroup's
 // 128 threads (cp.async, arriving on the slot's mbarrier) instead of one TMA box: 0.0353 ms (TMA 0.0311 in
-// that run); not kept.
+// that run); not kept. A second design without ldmatrix, the convolution computed on the halo's own grid (rows of
+// Q + S - 1 positions) so that each tap's A operand is 64 consecutive halo rows read by wgmma itself through a
+// descriptor whose start moves by the tap (the swizzle follows the address), was correct and slower still
+// (0.0313-0.0385 ms in its versions; ninth session, docs/kernels.md).
 #include "cuda/tc/wgmma_common.cuh"
 
 #include <algorithm>
@@ -81,7 +84,8 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&x)[4], uint32_t addr) {
                : "memory");
 }
 
-// The launch's geometry beyond TcArgs (which the epilogue reads: per-sample form, Mb = P*Q, nb = N).
+// The launch's geometry beyond TcArgs (which the epilogue reads in its per-sample form: Mb = P*Q, image b's
+// rows from b * P*Q).
 struct HaloArgs {
   int WB, HB;          // the halo box: WB = Q + S - 1 pixels wide, HB rows
   int slices, taps;    // C / 64, R * S
@@ -90,7 +94,6 @@ struct HaloArgs {
   int units_img;       // 64-pixel units per image: ceil(P*Q / 64)
   int nblk;            // 64-channel output blocks: ceil(K / 64)
   int n_img;           // N
-  bool per_sample;     // weights (and bias) per image
   int64_t units;       // n_img * nblk * units_img
 };
 
@@ -110,21 +113,13 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
 struct Step {
   int img, nbk, cnt;
   int m0;       // first output pixel (within the image)
-  int64_t key;  // which weights: (image, channel block) with per-sample weights, else the channel block
 };
 __device__ __forceinline__ Step step_at(const HaloArgs& h, int64_t u, int64_t u_end) {
   Step s;
   const int64_t rest = u / h.units_img;
   const int mt = int(u - rest * h.units_img);
-  if (h.per_sample) {
-    s.img = int(rest / h.nblk);
-    s.nbk = int(rest - int64_t(s.img) * h.nblk);
-    s.key = rest;
-  } else {
-    s.nbk = int(rest / h.n_img);
-    s.img = int(rest - int64_t(s.nbk) * h.n_img);
-    s.key = s.nbk;
-  }
+  s.nbk = int(rest / h.n_img);  // (the channel block: which weights)
+  s.img = int(rest - int64_t(s.nbk) * h.n_img);
   s.cnt = (u + 1 < u_end && mt + 1 < h.units_img) ? 2 : 1;
   s.m0 = mt * kUnit;
   return s;
@@ -168,7 +163,7 @@ __global__ void __launch_bounds__(384, 1) conv_wgmma_halo_kernel(const TcArgs a,
     if (tid != kConsumers) return;
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
-    int64_t key = -1;
+    int key = -1;          // the channel block whose weights are loaded
     int j = 0, epoch = 0;  // halo loads issued, weight loads issued
     for (int64_t u = u_begin; u < u_end;) {
       const Step st = step_at(h, u, u_end);
@@ -179,16 +174,16 @@ __global__ void __launch_bounds__(384, 1) conv_wgmma_halo_kernel(const TcArgs a,
         mbar_arrive_expect_tx(full + 8 * slot, uint32_t(kRowBytes * h.WB * h.HB));
         tma_load_4d(halo0 + uint32_t(slot * h.halo_bytes), &xmap, cs * 64, -a.pad_w, p0 - a.pad_h, st.img,
                     full + 8 * slot);
-        if (cs == 0 && st.key != key) {
+        if (cs == 0 && st.nbk != key) {
           // New weights, after the first halo of the step is on its way: the consumers must first be done
           // with the old ones (every warp arrives once per reload).
           if (epoch > 0) mbar_wait(wempty, uint32_t(epoch - 1) & 1);
           mbar_arrive_expect_tx(wfull, w_bytes);
-          const int row = (h.per_sample ? st.img * a.K : 0) + st.nbk * 64;
+          const int row = st.nbk * 64;
           for (int t = 0; t < h.taps; ++t)
             for (int c = 0; c < h.slices; ++c)
               tma_load_2d(wbuf + uint32_t((t * h.slices + c) * kBoxBytes), &wmap, t * a.C + c * 64, row, wfull);
-          key = st.key;
+          key = st.nbk;
           ++epoch;
         }
       }
@@ -202,15 +197,15 @@ __global__ void __launch_bounds__(384, 1) conv_wgmma_halo_kernel(const TcArgs a,
   const int mi = lane >> 3, li = lane & 7;  // ldmatrix: this lane addresses row li of matrix mi
   const int row_in_warp = (mi & 1) * 8 + li, chunk_hi = mi >> 1;
   unsigned char* epi = smem_raw + epi_off + wg * kEpiBytes;
-  int64_t key = -1;
+  int key = -1;
   int j = 0, epoch = 0;
   for (int64_t u = u_begin; u < u_end;) {
     const Step st = step_at(h, u, u_end);
     const bool active = wg < st.cnt;
-    if (st.key != key) {
+    if (st.nbk != key) {
       if (epoch > 0 && lane == 0) mbar_arrive_if(wempty, true);  // done with the old weights
       mbar_wait(wfull, uint32_t(epoch) & 1);
-      key = st.key;
+      key = st.nbk;
       ++epoch;
     }
     // This lane's pixel and its halo row at tap (0, 0); pixels past the image read row 0 (never stored).
@@ -376,15 +371,14 @@ void launch_halo(const TcArgs& a, const HaloArgs& h, const Geometry& g, cudaStre
   CK_LAUNCH("conv_wgmma_halo_kernel");
 }
 
-// One launch; per_sample: wei holds N filter banks (and the bias N*K values).
-void run_halo(const Conv2dProblem& pb, DType dt, bool per_sample, const TensorView& src, const TensorView& wei,
+void run_halo(const Conv2dProblem& pb, DType dt, const TensorView& src, const TensorView& wei,
               const TensorView& dst, const Epilogue& e, cudaStream_t stream) {
   check_residual_overlap(e.residual, dst.data, dst.bytes());
   TcArgs a = make_tc_args(pb, true, src, wei, dst, e, 1, 1, 1, nullptr, 64);
-  // NOTE: the per-sample form of the arguments either way: the epilogue addresses image b's rows as b * P*Q
-  // + m. Shared weights: no per-image bias offset, and the weight map spans K rows (nb = 1; a box's rows
-  // past K feed output channels never stored, or arrive as zeros past the tensor).
-  if (!per_sample) a.wei_b_stride = 0, a.bias_b_stride = 0, a.nb = 1;
+  // NOTE: the per-sample form of the arguments (the epilogue addresses image b's rows as b * P*Q + m), with
+  // shared weights: no per-image bias offset, and the weight map spans K rows (nb = 1; a box's rows past K
+  // feed output channels never stored, or arrive as zeros past the tensor).
+  a.wei_b_stride = 0, a.bias_b_stride = 0, a.nb = 1;
   const Geometry g = geometry_of(pb);
   HaloArgs h{};
   h.WB = g.WB;
@@ -396,7 +390,6 @@ void run_halo(const Conv2dProblem& pb, DType dt, bool per_sample, const TensorVi
   h.units_img = int(ceil_div(int64_t(a.PQ), kUnit));
   h.nblk = int(ceil_div(int64_t(a.K), 64));
   h.n_img = int(pb.n);
-  h.per_sample = per_sample;
   h.units = int64_t(h.n_img) * h.nblk * h.units_img;
   if (dt == DType::f16)
     launch_halo<__half>(a, h, g, stream);
@@ -439,7 +432,7 @@ class CudaConvWgmmaHalo final : public CudaAlgorithm {
       make_cuda_igemm_mma()->run(fallback);
       return;
     }
-    run_halo(pb, call.config.dtype, false, call.src, call.wei, call.dst, call.epilogue, as_stream(call.stream));
+    run_halo(pb, call.config.dtype, call.src, call.wei, call.dst, call.epilogue, as_stream(call.stream));
   }
 };
 

@@ -52,6 +52,7 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
 #include "cuda/tc/igemm_tc.cuh"
+#include "cuda/tc/splitk_reduce.cuh"
 
 namespace convkit::detail {
 namespace {

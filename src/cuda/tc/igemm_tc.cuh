@@ -315,24 +315,6 @@ __device__ __forceinline__ void split_rows_summed(const TcArgs& a, float* ctile,
   sync();
 }
 
-// Adds the split-K partials in split order and applies the epilogue: one thread per output element.
-template <typename T>
-__global__ void __launch_bounds__(256) tc_splitk_reduce_kernel(const TcArgs a) {
-  const EpilogueTc<T> epi{static_cast<const T*>(a.bias), static_cast<const T*>(a.residual), a.act, a.alpha,
-                          a.beta};
-  T* dst = static_cast<T*>(a.dst);
-  const int64_t total = a.Mtot * a.K, plane = total;
-  for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += int64_t(gridDim.x) * blockDim.x) {
-    float s = 0.0f;
-    for (int sp = 0; sp < a.splits; ++sp) s += a.ws[sp * plane + o];
-    const int64_t mg = o / a.K;
-    const int k = int(o - mg * a.K);
-    const int64_t b = mg / a.Mb;
-    dst[o] = float_to_elem<T>(epi(s, b * a.bias_b_stride + k, o));
-  }
-}
-
-
 // ---- tiles and plans (host) ------------------------------------------------------------------------
 
 using LaunchFn = void (*)(const TcArgs&, dim3, cudaStream_t, bool aligned);
@@ -576,16 +558,6 @@ inline bool tc_operands_aligned(const TcArgs& a, DType dt) {
          reinterpret_cast<uintptr_t>(a.wei) % 16 == 0;
 }
 
-inline void launch_splitk_reduce(const TcArgs& a, DType dt, cudaStream_t stream) {
-  const int64_t total = a.Mtot * a.K;
-  const unsigned blocks = unsigned(std::min<int64_t>(ceil_div(total, 256), 132 * 16));
-  switch (dt) {
-    case DType::f16: tc_splitk_reduce_kernel<__half><<<blocks, 256, 0, stream>>>(a); break;
-    case DType::bf16: tc_splitk_reduce_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(a); break;
-    case DType::f32: tc_splitk_reduce_kernel<float><<<blocks, 256, 0, stream>>>(a); break;
-  }
-  CK_LAUNCH("tc_splitk_reduce_kernel");
-}
 
 }  // namespace
 }  // namespace convkit::detail

@@ -95,6 +95,7 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
 #include "cuda/tc/igemm_tc.cuh"
+#include "cuda/tc/splitk_reduce.cuh"
 #include "cuda/tc/igemm_wgmma.hpp"
 #include "cuda/tc/wgmma_common.cuh"
 
