@@ -35,6 +35,46 @@ from ._meta import _memory_format
 
 BACKWARD = "convkit"  # or "aten"
 
+# The guard that skips the autograd dispatch keys (what the op's autograd kernel itself redispatches to); None
+# where this torch lacks it (then every call goes through the op's autograd).
+_BelowAutograd = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
+
+
+def _dispatch_mode(*tensors) -> str:
+    """How an eager call reaches a convolution op: "below" (no gradient can be recorded for these inputs: grad
+    mode off, as in a backward without create_graph, or none requires grad; the op dispatched below autograd),
+    "function" (a gradient is recorded: the op's backward formula as a plain autograd.Function), or "op"
+    (through the op's registered autograd: while torch.compile traces, which must see the plain op, and under
+    functorch transforms (vmap, grad), which need the autograd layer)."""
+    if _BelowAutograd is None or torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+        return "op"
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        return "function"
+    return "below"
+
+
+def conv2d_call(*args):
+    """torch.ops.convkit.conv2d(*args) as convkit.conv2d dispatches it (_dispatch_mode; the backward's own
+    convolutions too)."""
+    mode = _dispatch_mode(args[0], args[1], args[2], args[8])
+    if mode == "below":
+        with _BelowAutograd():
+            return torch.ops.convkit.conv2d.default(*args)
+    if mode == "function":
+        return Conv2dFunction.apply(*args)
+    return torch.ops.convkit.conv2d(*args)
+
+
+def per_sample_call(*args):
+    """torch.ops.convkit.conv2d_per_sample(*args), dispatched as conv2d_call."""
+    mode = _dispatch_mode(args[0], args[1], args[2])
+    if mode == "below":
+        with _BelowAutograd():
+            return torch.ops.convkit.conv2d_per_sample.default(*args)
+    if mode == "function":
+        return PerSampleFunction.apply(*args)
+    return torch.ops.convkit.conv2d_per_sample(*args)
+
 # What the fallback calls (a module attribute so that tests can wrap it and see the precision in force).
 _aten_convolution_backward = torch.ops.aten.convolution_backward
 
@@ -93,7 +133,7 @@ def _weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, alg
         filt = gz.permute(1, 0, 2, 3)
         g = groups
     mf = _memory_format(x)  # NHWC stays NHWC: the layout of the tensor-core kernels (one copy either way)
-    out = torch.ops.convkit.conv2d(inp.contiguous(memory_format=mf), filt.contiguous(memory_format=mf), None,
+    out = conv2d_call(inp.contiguous(memory_format=mf), filt.contiguous(memory_format=mf), None,
                                    dilation, padding, stride, g, "none", None, algo)
     gw = out[:, :, :r, :s].permute(1, 0, 2, 3)
     return gw.reshape(n, k, cg, r, s) if per_sample else gw.contiguous(memory_format=w_format)
@@ -187,9 +227,9 @@ def _conv_grads(gz, x, w, stride, padding, dilation, groups, per_sample, algo, n
                 wt = _flipped_transposed(w, groups, per_sample)
                 pad_t = [dilation[0] * (r - 1) - padding[0], dilation[1] * (s - 1) - padding[1]]
                 if per_sample:
-                    gx = torch.ops.convkit.conv2d_per_sample(gz, wt, None, [1, 1], pad_t, dilation, groups, "none")
+                    gx = per_sample_call(gz, wt, None, [1, 1], pad_t, dilation, groups, "none")
                 else:
-                    gx = torch.ops.convkit.conv2d(gz, wt, None, [1, 1], pad_t, dilation, groups, "none", None, algo)
+                    gx = conv2d_call(gz, wt, None, [1, 1], pad_t, dilation, groups, "none", None, algo)
             else:
                 gx, _ = _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, True, False, tf32)
         if need_w:
@@ -216,7 +256,7 @@ def _conv2d_backward(ctx, grad):
     mf = _memory_format(x)
     gz = _through_activation(
         grad, activation, out,
-        lambda: torch.ops.convkit.conv2d(x, w, bias, stride, padding, dilation, groups, "none", residual, algo))
+        lambda: conv2d_call(x, w, bias, stride, padding, dilation, groups, "none", residual, algo))
     gz = gz.contiguous(memory_format=mf)
     gx, gw = _conv_grads(gz, x, w, stride, padding, dilation, groups, False, algo_bw, need[0], need[1])
     gb = gz.sum(dim=(0, 2, 3)) if (bias is not None and need[2]) else None
@@ -227,9 +267,6 @@ def _conv2d_backward(ctx, grad):
 torch.library.register_autograd("convkit::conv2d", _conv2d_backward, setup_context=_conv2d_setup)
 
 
-# The guard that skips the autograd dispatch keys; None where this torch lacks it.
-_BelowAutograd = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
-
 
 class Conv2dFunction(torch.autograd.Function):
     """convkit.conv2d's eager path when a gradient is recorded: the registered formula (_conv2d_setup,
@@ -239,7 +276,7 @@ class Conv2dFunction(torch.autograd.Function):
     NOTE: that kernel (the op's dispatch into Python, its argument defaults filled from the schema, the
     functorch checks, then a redispatch) cost about 70 us a call on the CPU (a 4x4 3x3 conv: 86 us in grad
     mode against 16 us without; F.conv2d 18 us). torch.compile and functorch transforms keep the op itself
-    (ops.py decides)."""
+    (conv2d_call decides)."""
 
     @staticmethod
     def forward(ctx, *inputs):
@@ -267,7 +304,7 @@ def _per_sample_backward(ctx, grad):
     need = ctx.needs_input_grad
     gz = _through_activation(
         grad, activation, out,
-        lambda: torch.ops.convkit.conv2d_per_sample(x, w, bias, stride, padding, dilation, groups, "none"))
+        lambda: per_sample_call(x, w, bias, stride, padding, dilation, groups, "none"))
     gz = gz.contiguous(memory_format=_memory_format(x))
     gx, gw = _conv_grads(gz, x, w, stride, padding, dilation, groups, True, "auto", need[0], need[1])
     gb = gz.sum(dim=(2, 3)) if (bias is not None and need[2]) else None

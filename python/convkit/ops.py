@@ -39,34 +39,11 @@ def conv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Int
     """
     args = (x, weight, bias, _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation"), groups,
             activation, residual, algo)
-    mode = _dispatch_mode(x, weight, bias, residual)
-    if mode == "below":
-        # NOTE: the autograd kernel that torch.library.register_autograd installs is Python: with no gradient to
-        # record it only redispatches, at ~7 us per call (CPU: 23.5 -> 16.5 us a call; F.conv2d 6-9 us). Here
-        # the op is dispatched below autograd directly; the result is the same (no graph either way).
-        with _BelowAutograd():
-            return torch.ops.convkit.conv2d.default(*args)
-    if mode == "function":  # the same formula without that kernel (see _autograd.Conv2dFunction)
-        return _autograd.Conv2dFunction.apply(*args)
-    return torch.ops.convkit.conv2d(*args)
-
-
-# The guard that skips the autograd dispatch keys (what the autograd kernel itself redispatches to); None
-# where this torch lacks it (then every call goes through autograd).
-_BelowAutograd = _autograd._BelowAutograd
-
-
-def _dispatch_mode(*tensors) -> str:
-    """How an eager call reaches the op: "below" (no gradient can be recorded for these inputs: grad mode off,
-    or none requires grad; the op dispatched below autograd), "function" (a gradient is recorded: the op's
-    backward formula as a plain autograd.Function), or "op" (through the op's registered autograd: while
-    torch.compile traces, which must see the plain op, and under functorch transforms (vmap, grad), which need
-    the autograd layer)."""
-    if _BelowAutograd is None or torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
-        return "op"
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
-        return "function"
-    return "below"
+    # NOTE: the autograd kernel that torch.library.register_autograd installs is Python, and most of a call's
+    # host time: with no gradient to record it only redispatches (~7 us a call; CPU: 23.5 -> 16.5 us), with one
+    # it costs ~70 us. conv2d_call dispatches the op below autograd, or runs the same backward formula as a
+    # plain autograd.Function (_autograd.py); torch.compile and functorch transforms get the op itself.
+    return _autograd.conv2d_call(*args)
 
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -146,13 +123,7 @@ def conv2d_per_sample(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, 
     """
     args = (x, weight, bias, _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation"), groups,
             activation)
-    mode = _dispatch_mode(x, weight, bias)  # (as conv2d)
-    if mode == "below":
-        with _BelowAutograd():
-            return torch.ops.convkit.conv2d_per_sample.default(*args)
-    if mode == "function":
-        return _autograd.PerSampleFunction.apply(*args)
-    return torch.ops.convkit.conv2d_per_sample(*args)
+    return _autograd.per_sample_call(*args)  # (as conv2d)
 
 
 def vector_add(a: Tensor, b: Tensor) -> Tensor:
