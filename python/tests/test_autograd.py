@@ -190,3 +190,20 @@ def test_eager_function_path_matches_the_registered_autograd(device, activation)
                                                                 activation), (x, ws, bs), pout)
     for a, e in zip(fast, reg):
         assert torch.equal(a, e)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_double_backward_through_the_plain_function(device):
+    # Under create_graph=True the backward's own convolutions record a graph (through the plain Function), so
+    # a gradient of a gradient matches PyTorch's.
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 4, 6, 6, generator=g).to(device).requires_grad_(True)
+    w = torch.randn(4, 4, 3, 3, generator=g).to(device).requires_grad_(True)
+
+    def second(f):
+        gx, = torch.autograd.grad(f(x, w).square().sum(), x, create_graph=True)
+        return torch.autograd.grad(gx.square().sum(), w)[0]
+
+    got = second(lambda a, b: convkit.conv2d(a, b, padding=1))
+    want = second(lambda a, b: F.conv2d(a, b, padding=1))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
