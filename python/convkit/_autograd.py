@@ -53,27 +53,46 @@ def _dispatch_mode(*tensors) -> str:
     return "below"
 
 
-def conv2d_call(*args):
-    """torch.ops.convkit.conv2d(*args) as convkit.conv2d dispatches it (_dispatch_mode; the backward's own
-    convolutions too)."""
-    mode = _dispatch_mode(args[0], args[1], args[2], args[8])
+def _call(op, function, tensors, args):
+    """op(*args) as convkit.conv2d dispatches it (_dispatch_mode over the inputs that may need a gradient)."""
+    mode = _dispatch_mode(*tensors)
     if mode == "below":
         with _BelowAutograd():
-            return torch.ops.convkit.conv2d.default(*args)
+            return op.default(*args)
     if mode == "function":
-        return Conv2dFunction.apply(*args)
-    return torch.ops.convkit.conv2d(*args)
+        return function.apply(*args)
+    return op(*args)
+
+
+def conv2d_call(*args):
+    """torch.ops.convkit.conv2d(*args) as convkit.conv2d dispatches it (the backward's own convolutions too)."""
+    return _call(torch.ops.convkit.conv2d, Conv2dFunction, (args[0], args[1], args[2], args[8]), args)
 
 
 def per_sample_call(*args):
     """torch.ops.convkit.conv2d_per_sample(*args), dispatched as conv2d_call."""
-    mode = _dispatch_mode(args[0], args[1], args[2])
-    if mode == "below":
+    return _call(torch.ops.convkit.conv2d_per_sample, PerSampleFunction, args[:3], args)
+
+
+def _plain_function(name, op, setup_context, backward):
+    """An op's registered formula (setup_context, backward) as a plain autograd.Function around the op dispatched
+    below autograd: the eager path of convkit.conv2d / conv2d_per_sample when a gradient is recorded, without
+    torch.library's Python autograd kernel in front of the op.
+
+    NOTE: that kernel (the op's dispatch into Python, its argument defaults filled from the schema, the
+    functorch checks, then a redispatch) cost about 70 us a call on the CPU (a 4x4 3x3 conv: 86 us in grad
+    mode against 16 us without; F.conv2d 18 us). torch.compile and functorch transforms keep the op itself
+    (_dispatch_mode)."""
+
+    def forward(ctx, *inputs):
         with _BelowAutograd():
-            return torch.ops.convkit.conv2d_per_sample.default(*args)
-    if mode == "function":
-        return PerSampleFunction.apply(*args)
-    return torch.ops.convkit.conv2d_per_sample(*args)
+            out = op.default(*inputs)
+        setup_context(ctx, inputs, out)
+        return out
+
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
+                                                   "backward": staticmethod(backward)})
+
 
 # What the fallback calls (a module attribute so that tests can wrap it and see the precision in force).
 _aten_convolution_backward = torch.ops.aten.convolution_backward
@@ -268,26 +287,7 @@ torch.library.register_autograd("convkit::conv2d", _conv2d_backward, setup_conte
 
 
 
-class Conv2dFunction(torch.autograd.Function):
-    """convkit.conv2d's eager path when a gradient is recorded: the registered formula (_conv2d_setup,
-    _conv2d_backward) as a plain autograd.Function around the op dispatched below autograd, without
-    torch.library's Python autograd kernel in front of it.
-
-    NOTE: that kernel (the op's dispatch into Python, its argument defaults filled from the schema, the
-    functorch checks, then a redispatch) cost about 70 us a call on the CPU (a 4x4 3x3 conv: 86 us in grad
-    mode against 16 us without; F.conv2d 18 us). torch.compile and functorch transforms keep the op itself
-    (conv2d_call decides)."""
-
-    @staticmethod
-    def forward(ctx, *inputs):
-        with _BelowAutograd():
-            out = torch.ops.convkit.conv2d.default(*inputs)
-        _conv2d_setup(ctx, inputs, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _conv2d_backward(ctx, grad)
+Conv2dFunction = _plain_function("Conv2dFunction", torch.ops.convkit.conv2d, _conv2d_setup, _conv2d_backward)
 
 
 # ---- conv2d_per_sample -------------------------------------------------------------------------------------
@@ -314,19 +314,8 @@ def _per_sample_backward(ctx, grad):
 torch.library.register_autograd("convkit::conv2d_per_sample", _per_sample_backward, setup_context=_per_sample_setup)
 
 
-class PerSampleFunction(torch.autograd.Function):
-    """convkit.conv2d_per_sample's eager path when a gradient is recorded (as Conv2dFunction)."""
-
-    @staticmethod
-    def forward(ctx, *inputs):
-        with _BelowAutograd():
-            out = torch.ops.convkit.conv2d_per_sample.default(*inputs)
-        _per_sample_setup(ctx, inputs, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _per_sample_backward(ctx, grad)
+PerSampleFunction = _plain_function("PerSampleFunction", torch.ops.convkit.conv2d_per_sample, _per_sample_setup,
+                                    _per_sample_backward)
 
 
 # ---- the seed's example ops --------------------------------------------------------------------------------
