@@ -21,8 +21,8 @@ const Algorithm* make_cuda_im2col_cublas();
 const Algorithm* make_cuda_igemm_simt();
 const Algorithm* make_cuda_igemm_wmma();
 const Algorithm* make_cuda_igemm_mma();  // tensor cores: f16/bf16/tf32, NHWC
-const Algorithm* make_cuda_igemm_wgmma();
-const Algorithm* make_cuda_conv_wgmma_halo();  // Hopper wgmma, im2col from an input halo (sm_90a): f16/bf16, NHWC  // Hopper wgmma (sm_90a): f16/bf16/tf32, NHWC
+const Algorithm* make_cuda_igemm_wgmma();  // Hopper wgmma (sm_90a): f16/bf16/tf32, NHWC
+const Algorithm* make_cuda_conv_wgmma_halo();  // Hopper wgmma, im2col from an input halo (sm_90a): f16/bf16, NHWC
 const Algorithm* make_cudnn_peer();  // peer
 #endif
 
