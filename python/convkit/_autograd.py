@@ -153,7 +153,7 @@ def _weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, alg
         g = groups
     mf = _memory_format(x)  # NHWC stays NHWC: the layout of the tensor-core kernels (one copy either way)
     out = conv2d_call(inp.contiguous(memory_format=mf), filt.contiguous(memory_format=mf), None,
-                                   dilation, padding, stride, g, "none", None, algo)
+                      dilation, padding, stride, g, "none", None, algo)
     gw = out[:, :, :r, :s].permute(1, 0, 2, 3)
     return gw.reshape(n, k, cg, r, s) if per_sample else gw.contiguous(memory_format=w_format)
 
@@ -284,9 +284,6 @@ def _conv2d_backward(ctx, grad):
 
 
 torch.library.register_autograd("convkit::conv2d", _conv2d_backward, setup_context=_conv2d_setup)
-
-
-
 Conv2dFunction = _plain_function("Conv2dFunction", torch.ops.convkit.conv2d, _conv2d_setup, _conv2d_backward)
 
 
@@ -312,8 +309,6 @@ def _per_sample_backward(ctx, grad):
 
 
 torch.library.register_autograd("convkit::conv2d_per_sample", _per_sample_backward, setup_context=_per_sample_setup)
-
-
 PerSampleFunction = _plain_function("PerSampleFunction", torch.ops.convkit.conv2d_per_sample, _per_sample_setup,
                                     _per_sample_backward)
 
