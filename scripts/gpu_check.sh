@@ -143,6 +143,16 @@ if want tests; then
       fail; [ "${passed:-0}" = 0 ] && [ "$STEP_RC" = 0 ] && st="FAIL (no test ran)"
     fi
     row tests "$st" "$STEP_S" "$note"
+    # cuda_igemm_wgmma's persistent tiles again with a grid of one block, which then walks every tile of a
+    # problem (pipeline slots and staging areas reused across tiles; at full size few test shapes have
+    # more tiles than SMs).
+    if [ -z "${TEST_FILTER:-}" ]; then
+      PF='TensorCore/Tc.*/cuda_igemm_wgmma_bf16:TensorCore/Tc.*/cuda_igemm_wgmma_f16'
+      run_step tests-persistent 120 "$BLOG" env GTEST_BRIEF=1 CONVKIT_WGMMA_PERSISTENT_BLOCKS=1 "$TESTS" --gtest_filter="$PF"
+      st=$(status_of); [ "$STEP_RC" = 0 ] || fail
+      passed=$(grep -E '^\[  PASSED  \] [0-9]+ test' "$BLOG" | tail -1 | grep -oE '[0-9]+' | head -1)
+      row tests-persistent "$st" "$STEP_S" "${passed:-0} passed (CONVKIT_WGMMA_PERSISTENT_BLOCKS=1)"
+    fi
   else
     fail; row tests FAIL 0 "no test binary at $TESTS"
   fi
@@ -166,10 +176,10 @@ pick_tests() {
   done
   echo "$picked" | tr ' ' '\n' | grep -v '^$' | awk '!seen[$0]++' | paste -sd: -
 }
-sanitize() {  # sanitize TOOL FILTER CAP
+sanitize() {  # sanitize TOOL FILTER CAP [VAR=VALUE: the tests' environment]
   local tool=$1 filter=$2 cap=$3
   if [ -z "$filter" ]; then STEP_RC=125; STEP_S=0; echo "== $tool: no matching test" >>"$SLOG"; return; fi
-  run_step "$tool" "$cap" "$SLOG" "$SANITIZER" --tool "$tool" --error-exitcode 86 --print-limit 20 \
+  run_step "$tool" "$cap" "$SLOG" env ${4:-} "$SANITIZER" --tool "$tool" --error-exitcode 86 --print-limit 20 \
     "$TESTS" --gtest_filter="$filter"
 }
 if want sanitize; then
@@ -189,9 +199,14 @@ if want sanitize; then
                                    cuda_direct_regblock cuda_im2col_cublas cuda_igemm_simt cudnn):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_bf16:TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_mma_tf32:TensorCore/Tc.QuickSanitizerSubset/cuda_conv_wgmma_halo_bf16}
     rfilter=${RACECHECK_FILTER:-$(pick_tests 2 'HandChecked(K2BiasRelu|Stride2)' cuda_direct_smem \
                                    cuda_direct_regblock cuda_igemm_simt):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_f16:TensorCore/Tc.QuickSanitizerSubset/cuda_conv_wgmma_halo_f16}
-    for tool in memcheck racecheck; do
-      if [ "$tool" = memcheck ]; then sanitize memcheck "$mfilter" 90; f=$mfilter
-      else sanitize racecheck "$rfilter" 90; f=$rfilter; fi
+    # (and cuda_igemm_wgmma's quick subset once more with one persistent block walking every tile)
+    for tool in memcheck racecheck memcheck-persistent racecheck-persistent; do
+      pf='TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_wgmma_bf16'
+      case $tool in
+        memcheck) sanitize memcheck "$mfilter" 90; f=$mfilter ;;
+        racecheck) sanitize racecheck "$rfilter" 90; f=$rfilter ;;
+        *) sanitize "${tool%-persistent}" "$pf" 60 CONVKIT_WGMMA_PERSISTENT_BLOCKS=1; f=$pf ;;
+      esac
       st=$(status_of)
       n=$(echo "$f" | tr ':' '\n' | grep -c . || true)
       if grep -q -E "Device not supported|Unable to find injection library|Target application terminated before first instrumented API call" "$SLOG"; then
@@ -200,7 +215,7 @@ if want sanitize; then
         errs=$(grep -E "ERROR SUMMARY: [0-9]+ error" "$SLOG" | tail -1 | sed 's/.*ERROR SUMMARY: //')
         hazards=$(grep -E "RACECHECK SUMMARY" "$SLOG" | tail -1 | sed 's/.*RACECHECK SUMMARY: //')
         note="$n tests; ${errs:-no summary}"
-        [ "$tool" = racecheck ] && note="$n tests; ${hazards:-${errs:-no summary}}"
+        [ "${tool%-persistent}" = racecheck ] && note="$n tests; ${hazards:-${errs:-no summary}}"
         case "$STEP_RC" in 0) ;; 125) note="no CUDA test matched the algorithm names" ; fail ;; *) fail ;; esac
       fi
       row "$tool" "$st" "$STEP_S" "$note"

@@ -353,6 +353,7 @@ const std::vector<Shape>& quick_shapes() {
       {"K=65", "n2c16h5w5k65r3s3p1"},
       {"C=64, stride 2, padded (im2col TMA)", "n2c64h7w6k16r3s3p2u2"},
       {"C=64, stride 1, K=72 (the halo kernel)", "n2c64h9w10k72r3s3p1"},
+      {"C=128, 1x1, K=136, M=320: 6-9 tiles (a persistent block walks them)", "n1c128h16w20k136r1s1"},
   };
   return v;
 }
@@ -493,6 +494,8 @@ std::deque<TcCase> build_set(Set s, int ci) {
       break;
     case Set::quick_exact:
       for (const Shape& sh : quick_shapes()) add(sh, epi(true, true, true, Activation::relu), Data::ints);
+      // and the short epilogue (cuda_igemm_wgmma's persistent tiles store it by TMA)
+      add(quick_shapes().back(), epi(true, false, false, Activation::relu), Data::ints);
       break;
     case Set::quick_gaussian:
       for (const Shape& sh : quick_shapes()) add(sh, epi(true, true, false, Activation::silu, 1.0f, 0.5f), Data::gaussian);

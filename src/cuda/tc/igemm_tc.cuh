@@ -328,9 +328,12 @@ struct Tile {
   LaunchFn launch;
   OccFn blocks_per_sm;
   int stages = 0;  // pipeline depth, named ("128x128w8s3") only where a tile comes in more than one depth
+  // A persistent kernel's tile ("128x128w12s4p"): one block per SM walks the output tiles; offered for one
+  // group and no split-K only (for_each_plan).
+  bool persistent = false;
   std::string name() const {
     return std::to_string(bm) + "x" + std::to_string(bn) + "w" + std::to_string(warps) +
-           (stages > 0 ? "s" + std::to_string(stages) : std::string());
+           (stages > 0 ? "s" + std::to_string(stages) : std::string()) + (persistent ? "p" : "");
   }
 };
 
@@ -416,8 +419,9 @@ void for_each_plan(const TileSet& ts, const Shape& s, int sms, F&& f) {
   const int64_t num_k_tiles = ceil_div(s.k, ts.bk_bytes / s.es);
   for (int ti = 0; ti < ts.count; ++ti) {
     const Tile& t = ts.tiles[ti];
+    if (t.persistent && s.G != 1) continue;
     int last_splits = 0;
-    for (int want = 1; want <= kMaxSplits; ++want) {
+    for (int want = 1; want <= (t.persistent ? 1 : kMaxSplits); ++want) {
       const Plan p = evaluate(s, t, want, sms, num_k_tiles, ts);
       if (p.splits == last_splits) continue;  // the same plan as a smaller request
       if (p.splits > 1 && (p.tiles_per_split < kMinTilesPerSplit || p.ws_bytes > size_t(kMaxWorkspace) ||
@@ -439,6 +443,7 @@ inline std::vector<Plan> candidate_plans(const TileSet& ts, const Shape& s, int 
 // strings.
 struct VariantId {
   int bm = 0, bn = 0, warps = 0, stages = 0, splits = 0;  // splits == 0: none
+  bool persistent = false;
   static VariantId parse(const char* v) {
     VariantId id;
     int used = 0;
@@ -448,13 +453,17 @@ struct VariantId {
       if (std::sscanf(rest, "s%d%n", &id.stages, &used) != 1 || id.stages < 1) return {};
       rest += used;
     }
+    if (*rest == 'p') {
+      id.persistent = true;
+      ++rest;
+    }
     char tail = 0;
     if (std::sscanf(rest, "/k%d%c", &id.splits, &tail) != 1 || id.splits < 1) return {};
     return id;
   }
   bool matches(const Plan& p) const {
     return splits == p.splits && bm == p.tile->bm && bn == p.tile->bn && warps == p.tile->warps &&
-           stages == p.tile->stages;
+           stages == p.tile->stages && persistent == p.tile->persistent;
   }
 };
 

@@ -201,6 +201,15 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
+// The same for a 3-D tensor (coordinates: column, row, batch entry): cuda_igemm_wgmma's persistent tiles load
+// the residual tile with it.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int col, int row, int b, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(b), "r"(bar)
+      : "memory");
+}
+
 // A box of BM output pixels x one stage's 128 bytes of channels in the TMA's im2col mode: the pixels of the
 // traversal that starts at input position (w, h) of image n (one output pixel's window origin; the tensor
 // map's pixel box and element strides give the convolution's padding and stride), each read at that
@@ -213,6 +222,62 @@ __device__ __forceinline__ void tma_load_im2col(uint32_t dst, const CUtensorMap*
       "[%6], {%7, %8};\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar), "h"(off_w), "h"(off_h)
       : "memory");
+}
+
+// The other direction (cuda_igemm_wgmma's persistent tiles): a 3-D box of shared memory, in the tensor map's
+// layout, to global memory (coordinates: column, row, batch entry); elements past the tensor's edges are not
+// written. The copies one thread issues form bulk groups: commit closes one; wait_read<N> returns when at
+// most N groups still read shared memory (their source may be overwritten), wait_all<N> when at most N are
+// incomplete. The writes that filled the box must be made visible to the async proxy first
+// (fence_proxy_async).
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, uint32_t src, int col, int row, int b) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(col), "r"(row), "r"(b), "r"(src)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait_all() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// 32 bits of shared memory by address, and two 16-bit values packed (round to nearest even) or unpacked.
+__device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  uint32_t u;
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    memcpy(&u, &v, 4);
+  } else {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    memcpy(&u, &v, 4);
+  }
+  return u;
+}
+template <typename T>
+__device__ __forceinline__ float2 unpack2(uint32_t u) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 v;
+    memcpy(&v, &u, 4);
+    return __half22float2(v);
+  } else {
+    __nv_bfloat162 v;
+    memcpy(&v, &u, 4);
+    return __bfloat1622float2(v);
+  }
 }
 
 // Keeps the compiler from moving accumulator reads or writes across a wgmma that is in flight.
