@@ -147,14 +147,22 @@ def _weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, alg
         inp = x.reshape(n, groups, cg, h, w).permute(2, 0, 1, 3, 4).reshape(cg, n * groups, h, w)
         filt = gz.reshape(n * k, 1, gz.shape[2], gz.shape[3])
         g = n * groups
+    elif groups == 1:
+        # NOTE: the same views as below in one op each: 28.7 -> 20.1 us of host time per call (CPU, a 4x4x4
+        # problem; the op itself takes ~11).
+        inp = x.transpose(0, 1)
+        filt = gz.transpose(0, 1)
+        g = 1
     else:
         inp = x.reshape(n, groups, cg, h, w).permute(2, 1, 0, 3, 4).reshape(cg, groups * n, h, w)
-        filt = gz.permute(1, 0, 2, 3)
+        filt = gz.transpose(0, 1)
         g = groups
     mf = _memory_format(x)  # NHWC stays NHWC: the layout of the tensor-core kernels (one copy either way)
     out = conv2d_call(inp.contiguous(memory_format=mf), filt.contiguous(memory_format=mf), None,
                       dilation, padding, stride, g, "none", None, algo)
-    gw = out[:, :, :r, :s].permute(1, 0, 2, 3)
+    if out.shape[2] != r or out.shape[3] != s:  # (the correlation's extent past the filter's: cropped)
+        out = out[:, :, :r, :s]
+    gw = out.transpose(0, 1)
     return gw.reshape(n, k, cg, r, s) if per_sample else gw.contiguous(memory_format=w_format)
 
 
@@ -164,6 +172,8 @@ def _flipped_transposed(w, groups, per_sample):
         kg = k // groups
         return w.reshape(n, groups, kg, cg, r, s).transpose(2, 3).reshape(n, groups * cg, kg, r, s).flip(-2, -1)
     k, cg, r, s = w.shape
+    if groups == 1:
+        return w.transpose(0, 1).flip(-2, -1)
     kg = k // groups
     return w.reshape(groups, kg, cg, r, s).transpose(1, 2).reshape(groups * cg, kg, r, s).flip(-2, -1)
 
