@@ -42,7 +42,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Int
     # NOTE: the autograd kernel that torch.library.register_autograd installs is Python, and most of a call's
     # host time: with no gradient to record it only redispatches (~7 us a call; CPU: 23.5 -> 16.5 us), with one
     # it costs ~70 us. conv2d_call dispatches the op below autograd, or runs the same backward formula as a
-    # plain autograd.Function (_autograd.py); torch.compile and functorch transforms get the op itself.
+    # C++ autograd Function (convkit::_conv2d_autograd, csrc/autograd.cpp); torch.compile and functorch
+    # transforms get the op itself.
     return _autograd.conv2d_call(*args)
 
 

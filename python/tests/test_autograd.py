@@ -154,12 +154,13 @@ def _leaf_grads(fn, inputs, grad_out):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("activation", ["none", "relu", "silu"])
+@pytest.mark.parametrize("activation", ["none", "relu", "silu", "gelu"])
 def test_eager_function_path_matches_the_registered_autograd(device, activation):
-    # In grad mode convkit.conv2d / conv2d_per_sample run the op's backward formula as a plain
-    # autograd.Function (no torch.library Python autograd kernel in front: ~70 us a call less on the CPU);
-    # torch.ops.convkit.* called directly goes through the registered autograd. Both give the same values and
-    # bit-identical gradients (they run the same convolutions), through bias, residual and the activation.
+    # In grad mode convkit.conv2d / conv2d_per_sample run the op's backward formula as an autograd Function (C++
+    # for conv2d, Python for conv2d_per_sample; no torch.library Python autograd kernel in front: ~70 us a call
+    # less on the CPU); torch.ops.convkit.* called directly goes through the registered autograd. Both give the
+    # same values and bit-identical gradients (they run the same convolutions), through bias, residual and the
+    # activation.
     g = torch.Generator().manual_seed(5)
     x = torch.randn(2, 4, 7, 6, generator=g).to(device).requires_grad_(True)
     w = torch.randn(6, 2, 3, 3, generator=g).to(device).requires_grad_(True)
@@ -167,12 +168,22 @@ def test_eager_function_path_matches_the_registered_autograd(device, activation)
     r = torch.randn(2, 6, 4, 3, generator=g).to(device).requires_grad_(True)
     conv = dict(stride=2, padding=1, dilation=1, groups=2)
     y = convkit.conv2d(x, w, b, **conv, activation=activation, residual=r)
-    assert type(y.grad_fn).__name__ == "Conv2dFunctionBackward"
+    assert "Conv2dGrad" in y.grad_fn.name()  # (convkit::_conv2d_autograd's C++ Function)
     gout = torch.randn(y.shape, generator=g).to(device)
     fast = _leaf_grads(lambda *t: convkit.conv2d(t[0], t[1], t[2], **conv, activation=activation, residual=t[3]),
                   (x, w, b, r), gout)
     reg = _leaf_grads(lambda *t: torch.ops.convkit.conv2d(t[0], t[1], t[2], [2, 2], [1, 1], [1, 1], 2, activation,
                                                      t[3], "auto"), (x, w, b, r), gout)
+    for a, e in zip(fast, reg):
+        assert torch.equal(a, e)
+    # A residual without a bias (the C++ Function's inputs shift by one), stride 1 (the data gradient by convkit).
+    conv1 = dict(stride=1, padding=1, dilation=1, groups=2)
+    r1 = torch.randn(2, 6, 7, 6, generator=g).to(device).requires_grad_(True)
+    gout1 = torch.randn(r1.shape, generator=g).to(device)
+    fast = _leaf_grads(lambda *t: convkit.conv2d(t[0], t[1], None, **conv1, activation=activation, residual=t[2]),
+                       (x, w, r1), gout1)
+    reg = _leaf_grads(lambda *t: torch.ops.convkit.conv2d(t[0], t[1], None, [1, 1], [1, 1], [1, 1], 2, activation,
+                                                          t[2], "auto"), (x, w, r1), gout1)
     for a, e in zip(fast, reg):
         assert torch.equal(a, e)
     # Only some inputs requiring grad: the others get none.
@@ -194,7 +205,7 @@ def test_eager_function_path_matches_the_registered_autograd(device, activation)
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_double_backward_through_the_plain_function(device):
-    # Under create_graph=True the backward's own convolutions record a graph (through the plain Function), so
+    # Under create_graph=True the backward's own convolutions record a graph (through the op's autograd), so
     # a gradient of a gradient matches PyTorch's.
     g = torch.Generator().manual_seed(7)
     x = torch.randn(2, 4, 6, 6, generator=g).to(device).requires_grad_(True)
