@@ -43,7 +43,7 @@ _BelowAutograd = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
 def _dispatch_mode(*tensors) -> str:
     """How an eager call reaches a convolution op: "below" (no gradient can be recorded for these inputs: grad
     mode off, as in a backward without create_graph, or none requires grad; the op dispatched below autograd),
-    "function" (a gradient is recorded: the op's backward formula as a plain autograd.Function), or "op"
+    "function" (a gradient is recorded: the op's backward formula as a C++ autograd Function), or "op"
     (through the op's registered autograd: while torch.compile traces, which must see the plain op, and under
     functorch transforms (vmap, grad), which need the autograd layer)."""
     if _BelowAutograd is None or torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
@@ -72,28 +72,9 @@ def conv2d_call(*args):
 
 
 def per_sample_call(*args):
-    """torch.ops.convkit.conv2d_per_sample(*args), dispatched as conv2d_call."""
-    return _call(torch.ops.convkit.conv2d_per_sample, PerSampleFunction, args[:3], args)
-
-
-def _plain_function(name, op, setup_context, backward):
-    """An op's registered formula (setup_context, backward) as a plain autograd.Function around the op dispatched
-    below autograd: the eager path of convkit.conv2d / conv2d_per_sample when a gradient is recorded, without
-    torch.library's Python autograd kernel in front of the op.
-
-    NOTE: that kernel (the op's dispatch into Python, its argument defaults filled from the schema, the
-    functorch checks, then a redispatch) cost about 70 us a call on the CPU (a 4x4 3x3 conv: 86 us in grad
-    mode against 16 us without; F.conv2d 18 us). torch.compile and functorch transforms keep the op itself
-    (_dispatch_mode)."""
-
-    def forward(ctx, *inputs):
-        with _BelowAutograd():
-            out = op.default(*inputs)
-        setup_context(ctx, inputs, out)
-        return out
-
-    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
-                                                   "backward": staticmethod(backward)})
+    """torch.ops.convkit.conv2d_per_sample(*args), dispatched as conv2d_call (convkit::_conv2d_per_sample_autograd
+    where a gradient is recorded)."""
+    return _call(torch.ops.convkit.conv2d_per_sample, _PerSampleAutograd, args[:3], args)
 
 
 # What the fallback calls (a module attribute so that tests can wrap it and see the precision in force).
@@ -298,17 +279,24 @@ def _conv2d_backward(ctx, grad):
 torch.library.register_autograd("convkit::conv2d", _conv2d_backward, setup_context=_conv2d_setup)
 
 
-class _Conv2dAutograd:
-    """conv2d_call's "function" path: _conv2d_backward's formula as a C++ autograd Function (csrc/autograd.cpp).
+class _CppFunction:
+    """conv2d_call's and per_sample_call's "function" path: the op's registered formula (_conv2d_backward,
+    _per_sample_backward) as a C++ autograd Function (csrc/autograd.cpp), around the op dispatched below
+    autograd, without torch.library's Python autograd kernel in front of it (the op's dispatch into Python, its
+    argument defaults filled from the schema, the functorch checks, then a redispatch: about 70 us a call on the
+    CPU). torch.compile and functorch transforms keep the op itself (_dispatch_mode).
 
-    NOTE: the Python autograd.Function it replaced (_plain_function, as PerSampleFunction) cost ~13 us a conv in
-    Function.apply and ~35 us in its backward's Python (CPU, 4x4x4 convs)."""
+    NOTE: a Python autograd.Function (ninth session) cost ~13 us a conv in Function.apply and ~35 us in its
+    backward's Python (CPU, 4x4x4 convs)."""
 
-    _op = torch.ops.convkit._conv2d_autograd.default
+    def __init__(self, op):
+        self._op = op
 
-    @classmethod
-    def apply(cls, *args):
-        return cls._op(*args, BACKWARD == "aten")
+    def apply(self, *args):
+        return self._op(*args, BACKWARD == "aten")
+
+
+_Conv2dAutograd = _CppFunction(torch.ops.convkit._conv2d_autograd.default)
 
 
 # ---- conv2d_per_sample -------------------------------------------------------------------------------------
@@ -333,8 +321,7 @@ def _per_sample_backward(ctx, grad):
 
 
 torch.library.register_autograd("convkit::conv2d_per_sample", _per_sample_backward, setup_context=_per_sample_setup)
-PerSampleFunction = _plain_function("PerSampleFunction", torch.ops.convkit.conv2d_per_sample, _per_sample_setup,
-                                    _per_sample_backward)
+_PerSampleAutograd = _CppFunction(torch.ops.convkit._conv2d_per_sample_autograd.default)
 
 
 # ---- the seed's example ops --------------------------------------------------------------------------------

@@ -4,9 +4,10 @@
 // correlation of x with gz, aten's convolution_backward behind convkit::_aten_conv_grads otherwise), with the
 // same convolutions in the same order, so the gradients are bit-identical; only the host path is C++.
 // NOTE: the Python autograd.Function it replaces (ninth session) spent ~13 us a conv in Function.apply and ~35 us
-// in its backward's Python (CPU, a 4x4x4 conv; the op itself ~11 us a call).
-// Under torch.compile and functorch transforms convkit.conv2d still calls torch.ops.convkit.conv2d (its
-// registered autograd); conv2d_per_sample keeps the Python Function.
+// in its backward's Python (CPU, a 4x4x4 conv; the op itself ~11 us a call): a forward + backward step of 4
+// such convs 560 -> 350 us (torch 240).
+// convkit::_conv2d_per_sample_autograd: the same for convkit.conv2d_per_sample (_per_sample_backward).
+// Under torch.compile and functorch transforms both still call the ops themselves (their registered autograd).
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
@@ -26,6 +27,8 @@ using torch::autograd::variable_list;
 using Conv2dSig = at::Tensor(const at::Tensor&, const at::Tensor&, const c10::optional<at::Tensor>&, at::IntArrayRef,
                              at::IntArrayRef, at::IntArrayRef, int64_t, c10::string_view,
                              const c10::optional<at::Tensor>&, c10::string_view);
+using PerSampleSig = at::Tensor(const at::Tensor&, const at::Tensor&, const c10::optional<at::Tensor>&, at::IntArrayRef,
+                               at::IntArrayRef, at::IntArrayRef, int64_t, c10::string_view);
 using AtenGradsSig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                                         at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t,
                                                         bool, bool, bool, bool);
@@ -45,15 +48,28 @@ at::Tensor conv2d_op(const at::Tensor& x, const at::Tensor& w, const c10::option
   return op.call(x, w, bias, stride, padding, dilation, groups, act, residual, algo);
 }
 
+// torch.ops.convkit.conv2d_per_sample, dispatched as conv2d_op.
+at::Tensor per_sample_op(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                         at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                         c10::string_view act) {
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("convkit::conv2d_per_sample", "").typed<PerSampleSig>();
+  if (!at::GradMode::is_enabled()) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return op.call(x, w, bias, stride, padding, dilation, groups, act);
+  }
+  return op.call(x, w, bias, stride, padding, dilation, groups, act);
+}
+
 // convkit::_aten_conv_grads (registered from Python, convkit/_autograd.py): aten's convolution_backward under
 // the op's math mode. Returns undefined tensors for the gradients not asked for.
 std::pair<at::Tensor, at::Tensor> aten_grads(const at::Tensor& gz, const at::Tensor& x, const at::Tensor& w,
                                              at::IntArrayRef stride, at::IntArrayRef padding,
-                                             at::IntArrayRef dilation, int64_t groups, bool need_x, bool need_w,
-                                             bool tf32) {
+                                             at::IntArrayRef dilation, int64_t groups, bool per_sample, bool need_x,
+                                             bool need_w, bool tf32) {
   static const auto op =
       c10::Dispatcher::singleton().findSchemaOrThrow("convkit::_aten_conv_grads", "").typed<AtenGradsSig>();
-  auto [gx, gw] = op.call(gz, x, w, stride, padding, dilation, groups, false, need_x, need_w, tf32);
+  auto [gx, gw] = op.call(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32);
   return {need_x ? gx : at::Tensor(), need_w ? gw : at::Tensor()};
 }
 
@@ -87,19 +103,69 @@ at::Tensor through_activation(const at::Tensor& grad, const std::string& act, co
   return (gf * d).to(grad.scalar_type());
 }
 
-// dL/dw as one convolution (as _weight_grad, conv2d).
+// dL/dw as one convolution (as _weight_grad): the batch becomes the reduction axis, gz the filter; per-sample,
+// the samples folded into groups.
 at::Tensor weight_grad(const at::Tensor& x, const at::Tensor& gz, int64_t r, int64_t s, at::IntArrayRef stride,
-                       at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, const std::string& algo,
-                       at::MemoryFormat w_format) {
-  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3), cg = c / groups;
-  const at::Tensor inp = groups == 1 ? x.transpose(0, 1)
-                                     : x.reshape({n, groups, cg, h, wd}).permute({2, 1, 0, 3, 4}).reshape(
-                                           {cg, groups * n, h, wd});
+                       at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool per_sample,
+                       const std::string& algo, at::MemoryFormat w_format) {
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3), cg = c / groups, k = gz.size(1);
+  at::Tensor inp, filt;
+  if (per_sample) {
+    inp = x.reshape({n, groups, cg, h, wd}).permute({2, 0, 1, 3, 4}).reshape({cg, n * groups, h, wd});
+    filt = gz.reshape({n * k, 1, gz.size(2), gz.size(3)});
+  } else {
+    inp = groups == 1 ? x.transpose(0, 1)
+                      : x.reshape({n, groups, cg, h, wd}).permute({2, 1, 0, 3, 4}).reshape({cg, groups * n, h, wd});
+    filt = gz.transpose(0, 1);
+  }
   const at::MemoryFormat mf = memory_format_of(x);
-  at::Tensor out = conv2d_op(inp.contiguous(mf), gz.transpose(0, 1).contiguous(mf), c10::nullopt, dilation, padding,
-                             stride, groups, "none", c10::nullopt, algo);
+  at::Tensor out = conv2d_op(inp.contiguous(mf), filt.contiguous(mf), c10::nullopt, dilation, padding, stride,
+                             per_sample ? n * groups : groups, "none", c10::nullopt, algo);
   if (out.size(2) != r || out.size(3) != s) out = out.slice(2, 0, r).slice(3, 0, s);
-  return out.transpose(0, 1).contiguous(w_format);
+  const at::Tensor gw = out.transpose(0, 1);
+  return per_sample ? gw.reshape({n, k, cg, r, s}) : gw.contiguous(w_format);
+}
+
+// (dL/dx, dL/dw) of the convolution itself (as _conv_grads): the data gradient by convkit where it is a
+// convolution, by aten's convolution_backward otherwise; aten for both when convkit has no kernel for one.
+std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Tensor& x, const at::Tensor& w,
+                                             at::IntArrayRef stride, at::IntArrayRef padding,
+                                             at::IntArrayRef dilation, int64_t groups, bool per_sample,
+                                             const std::string& algo_bw, bool need_x, bool need_w, bool aten_only,
+                                             bool tf32) {
+  if (aten_only) return aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32);
+  const int64_t r = w.size(-2), s = w.size(-1);
+  at::Tensor gx, gw;
+  try {
+    if (need_x) {
+      if (stride[0] == 1 && stride[1] == 1 && padding[0] <= dilation[0] * (r - 1) &&
+          padding[1] <= dilation[1] * (s - 1)) {
+        // gz convolved with the spatially flipped, per-group transposed filters (as _flipped_transposed)
+        at::Tensor wt;
+        if (per_sample) {
+          const int64_t n = w.size(0), k = w.size(1), cg = w.size(2), kg = k / groups;
+          wt = w.reshape({n, groups, kg, cg, r, s}).transpose(2, 3).reshape({n, groups * cg, kg, r, s});
+        } else {
+          const int64_t k = w.size(0), cg = w.size(1), kg = k / groups;
+          wt = groups == 1 ? w.transpose(0, 1)
+                           : w.reshape({groups, kg, cg, r, s}).transpose(1, 2).reshape({groups * cg, kg, r, s});
+        }
+        wt = wt.flip({-2, -1});
+        const std::vector<int64_t> pad_t{dilation[0] * (r - 1) - padding[0], dilation[1] * (s - 1) - padding[1]};
+        gx = per_sample ? per_sample_op(gz, wt, c10::nullopt, {1, 1}, pad_t, dilation, groups, "none")
+                        : conv2d_op(gz, wt, c10::nullopt, {1, 1}, pad_t, dilation, groups, "none", c10::nullopt,
+                                    algo_bw);
+      } else {
+        gx = aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, true, false, tf32).first;
+      }
+    }
+    if (need_w)
+      gw = weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, algo_bw,
+                       per_sample ? at::MemoryFormat::Contiguous : memory_format_of(w));
+  } catch (const c10::NotImplementedError&) {  // no convkit kernel for a backward problem: aten for both
+    return aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32);
+  }
+  return {gx, gw};
 }
 
 struct Conv2dGrad : public torch::autograd::Function<Conv2dGrad> {
@@ -146,38 +212,58 @@ struct Conv2dGrad : public torch::autograd::Function<Conv2dGrad> {
     });
     gz = gz.contiguous(memory_format_of(x));
 
-    at::Tensor gx, gw;
-    const int64_t r = w.size(2), s = w.size(3);
-    if (aten_only) {
-      std::tie(gx, gw) = aten_grads(gz, x, w, stride, padding, dilation, groups, need_x, need_w, tf32);
-    } else {
-      try {
-        if (need_x) {
-          if (stride[0] == 1 && stride[1] == 1 && padding[0] <= dilation[0] * (r - 1) &&
-              padding[1] <= dilation[1] * (s - 1)) {
-            // gz convolved with the spatially flipped, per-group transposed filters
-            const int64_t k = w.size(0), cg = w.size(1), kg = k / groups;
-            const at::Tensor wt =
-                (groups == 1 ? w.transpose(0, 1)
-                             : w.reshape({groups, kg, cg, r, s}).transpose(1, 2).reshape({groups * cg, kg, r, s}))
-                    .flip({-2, -1});
-            const std::vector<int64_t> pad_t{dilation[0] * (r - 1) - padding[0], dilation[1] * (s - 1) - padding[1]};
-            gx = conv2d_op(gz, wt, c10::nullopt, {1, 1}, pad_t, dilation, groups, "none", c10::nullopt, algo_bw);
-          } else {
-            gx = aten_grads(gz, x, w, stride, padding, dilation, groups, true, false, tf32).first;
-          }
-        }
-        if (need_w) gw = weight_grad(x, gz, r, s, stride, padding, dilation, groups, algo_bw, memory_format_of(w));
-      } catch (const c10::NotImplementedError&) {  // no convkit kernel for a backward problem: aten for both
-        std::tie(gx, gw) = aten_grads(gz, x, w, stride, padding, dilation, groups, need_x, need_w, tf32);
-      }
-    }
+    const auto [gx, gw] = conv_grads(gz, x, w, stride, padding, dilation, groups, false, algo_bw, need_x, need_w,
+                                     aten_only, tf32);
     const at::Tensor gb = need_b ? gz.sum({0, 2, 3}) : at::Tensor();
     const at::Tensor gr = need_r ? gz : at::Tensor();
     return {gx, gw, gb, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), gr, at::Tensor(),
             at::Tensor()};
   }
 };
+
+struct PerSampleGrad : public torch::autograd::Function<PerSampleGrad> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const c10::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                            at::IntArrayRef dilation, int64_t groups, c10::string_view activation, bool aten_backward) {
+    const at::Tensor out = per_sample_op(x, w, bias, stride, padding, dilation, groups, activation);
+    const bool has_bias = bias.has_value() && bias->defined();
+    ctx->save_for_backward({x, w, has_bias ? *bias : at::Tensor(), out});
+    ctx->saved_data["stride"] = stride.vec();
+    ctx->saved_data["padding"] = padding.vec();
+    ctx->saved_data["dilation"] = dilation.vec();
+    ctx->saved_data["groups"] = groups;
+    ctx->saved_data["activation"] = std::string(activation);
+    ctx->saved_data["aten"] = aten_backward;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1], &bias = saved[2], &out = saved[3];
+    const std::vector<int64_t> stride = ctx->saved_data["stride"].toIntVector(),
+                               padding = ctx->saved_data["padding"].toIntVector(),
+                               dilation = ctx->saved_data["dilation"].toIntVector();
+    const int64_t groups = ctx->saved_data["groups"].toInt();
+    const std::string act = ctx->saved_data["activation"].toStringRef();
+    const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
+    const bool need_b = bias.defined() && ctx->needs_input_grad(2);
+    const c10::optional<at::Tensor> bias_opt = bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt;
+    at::Tensor gz = through_activation(grads[0], act, out, [&] {
+      return per_sample_op(x, w, bias_opt, stride, padding, dilation, groups, "none");
+    });
+    gz = gz.contiguous(memory_format_of(x));
+    const auto [gx, gw] = conv_grads(gz, x, w, stride, padding, dilation, groups, true, "auto", need_x, need_w,
+                                     ctx->saved_data["aten"].toBool(), false);
+    const at::Tensor gb = need_b ? gz.sum({2, 3}) : at::Tensor();
+    return {gx, gw, gb, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor per_sample_autograd(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                               at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                               int64_t groups, c10::string_view activation, bool aten_backward) {
+  return PerSampleGrad::apply(x, w, bias, stride, padding, dilation, groups, activation, aten_backward);
+}
 
 at::Tensor conv2d_autograd(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
@@ -193,8 +279,12 @@ TORCH_LIBRARY_FRAGMENT(convkit, m) {
   m.def(
       "_conv2d_autograd(Tensor x, Tensor w, Tensor? bias, int[2] stride, int[2] padding, int[2] dilation, "
       "int groups, str activation, Tensor? residual, str algo, bool aten_backward) -> Tensor");
+  m.def(
+      "_conv2d_per_sample_autograd(Tensor x, Tensor w, Tensor? bias, int[2] stride, int[2] padding, "
+      "int[2] dilation, int groups, str activation, bool aten_backward) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(convkit, CompositeImplicitAutograd, m) {
   m.impl("_conv2d_autograd", &convkit_ext::conv2d_autograd);
+  m.impl("_conv2d_per_sample_autograd", &convkit_ext::per_sample_autograd);
 }
