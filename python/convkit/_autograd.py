@@ -53,28 +53,36 @@ def _dispatch_mode(*tensors) -> str:
     return "below"
 
 
-def _call(op, function, tensors, args):
-    """op(*args) as convkit.conv2d dispatches it (_dispatch_mode over the inputs that may need a gradient)."""
+def _call(op, autograd_op, tensors, args):
+    """op(*args) as convkit.conv2d dispatches it (_dispatch_mode over the inputs that may need a gradient). Where a
+    gradient is recorded: autograd_op, the op's registered formula (_conv2d_backward, _per_sample_backward) as a
+    C++ autograd Function around the op dispatched below autograd (csrc/autograd.cpp), without torch.library's
+    Python autograd kernel in front of it (the op's dispatch into Python, its argument defaults filled from the
+    schema, the functorch checks, then a redispatch: about 70 us a call on the CPU).
+
+    NOTE: a Python autograd.Function (ninth session) cost ~13 us a conv in Function.apply and ~35 us in its
+    backward's Python (CPU, 4x4x4 convs)."""
     mode = _dispatch_mode(*tensors)
     if mode == "below":
         with _BelowAutograd():
             return op.default(*args)
     if mode == "function":
-        return function.apply(*args)
+        return autograd_op(*args, BACKWARD == "aten")
     return op(*args)
 
 
+_CONV2D_AUTOGRAD = torch.ops.convkit._conv2d_autograd.default
+_PER_SAMPLE_AUTOGRAD = torch.ops.convkit._conv2d_per_sample_autograd.default
+
+
 def conv2d_call(*args):
-    """torch.ops.convkit.conv2d(*args) as convkit.conv2d dispatches it (the backward's own convolutions too); where a
-    gradient is recorded, through convkit::_conv2d_autograd, the same backward formula as a C++ autograd Function
-    (csrc/autograd.cpp)."""
-    return _call(torch.ops.convkit.conv2d, _Conv2dAutograd, (args[0], args[1], args[2], args[8]), args)
+    """torch.ops.convkit.conv2d(*args) as convkit.conv2d dispatches it (the backward's own convolutions too)."""
+    return _call(torch.ops.convkit.conv2d, _CONV2D_AUTOGRAD, (args[0], args[1], args[2], args[8]), args)
 
 
 def per_sample_call(*args):
-    """torch.ops.convkit.conv2d_per_sample(*args), dispatched as conv2d_call (convkit::_conv2d_per_sample_autograd
-    where a gradient is recorded)."""
-    return _call(torch.ops.convkit.conv2d_per_sample, _PerSampleAutograd, args[:3], args)
+    """torch.ops.convkit.conv2d_per_sample(*args), dispatched as conv2d_call."""
+    return _call(torch.ops.convkit.conv2d_per_sample, _PER_SAMPLE_AUTOGRAD, args[:3], args)
 
 
 # What the fallback calls (a module attribute so that tests can wrap it and see the precision in force).
@@ -279,26 +287,6 @@ def _conv2d_backward(ctx, grad):
 torch.library.register_autograd("convkit::conv2d", _conv2d_backward, setup_context=_conv2d_setup)
 
 
-class _CppFunction:
-    """conv2d_call's and per_sample_call's "function" path: the op's registered formula (_conv2d_backward,
-    _per_sample_backward) as a C++ autograd Function (csrc/autograd.cpp), around the op dispatched below
-    autograd, without torch.library's Python autograd kernel in front of it (the op's dispatch into Python, its
-    argument defaults filled from the schema, the functorch checks, then a redispatch: about 70 us a call on the
-    CPU). torch.compile and functorch transforms keep the op itself (_dispatch_mode).
-
-    NOTE: a Python autograd.Function (ninth session) cost ~13 us a conv in Function.apply and ~35 us in its
-    backward's Python (CPU, 4x4x4 convs)."""
-
-    def __init__(self, op):
-        self._op = op
-
-    def apply(self, *args):
-        return self._op(*args, BACKWARD == "aten")
-
-
-_Conv2dAutograd = _CppFunction(torch.ops.convkit._conv2d_autograd.default)
-
-
 # ---- conv2d_per_sample -------------------------------------------------------------------------------------
 
 def _per_sample_setup(ctx, inputs, output):
@@ -321,7 +309,6 @@ def _per_sample_backward(ctx, grad):
 
 
 torch.library.register_autograd("convkit::conv2d_per_sample", _per_sample_backward, setup_context=_per_sample_setup)
-_PerSampleAutograd = _CppFunction(torch.ops.convkit._conv2d_per_sample_autograd.default)
 
 
 # ---- the seed's example ops --------------------------------------------------------------------------------
