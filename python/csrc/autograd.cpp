@@ -33,32 +33,31 @@ using AtenGradsSig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const
                                                         at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t,
                                                         bool, bool, bool, bool);
 
-// torch.ops.convkit.conv2d as convkit.conv2d dispatches it: below autograd when no graph is recorded (as in a
-// backward without create_graph), else through the op's registered autograd (create_graph: a gradient of
-// this gradient).
+// An op as convkit.conv2d dispatches it: below autograd when no graph is recorded (as in a backward without
+// create_graph), else through the op's registered autograd (create_graph: a gradient of this gradient).
+template <typename Op, typename... Args>
+at::Tensor dispatch(const Op& op, const Args&... args) {
+  if (!at::GradMode::is_enabled()) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return op.call(args...);
+  }
+  return op.call(args...);
+}
+
 at::Tensor conv2d_op(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                      c10::string_view act, const c10::optional<at::Tensor>& residual, c10::string_view algo) {
   static const auto op =
       c10::Dispatcher::singleton().findSchemaOrThrow("convkit::conv2d", "").typed<Conv2dSig>();
-  if (!at::GradMode::is_enabled()) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    return op.call(x, w, bias, stride, padding, dilation, groups, act, residual, algo);
-  }
-  return op.call(x, w, bias, stride, padding, dilation, groups, act, residual, algo);
+  return dispatch(op, x, w, bias, stride, padding, dilation, groups, act, residual, algo);
 }
 
-// torch.ops.convkit.conv2d_per_sample, dispatched as conv2d_op.
 at::Tensor per_sample_op(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                          c10::string_view act) {
   static const auto op =
       c10::Dispatcher::singleton().findSchemaOrThrow("convkit::conv2d_per_sample", "").typed<PerSampleSig>();
-  if (!at::GradMode::is_enabled()) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    return op.call(x, w, bias, stride, padding, dilation, groups, act);
-  }
-  return op.call(x, w, bias, stride, padding, dilation, groups, act);
+  return dispatch(op, x, w, bias, stride, padding, dilation, groups, act);
 }
 
 // convkit::_aten_conv_grads (registered from Python, convkit/_autograd.py): aten's convolution_backward under
