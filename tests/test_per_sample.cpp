@@ -68,6 +68,10 @@ const Case kCases[] = {
     {"n2c16h5w6k12r1s1", false, true, Activation::none},     // 1x1
     {"n1c4h12w12k9r7s7p3u2", true, false, Activation::none},  // 7x7 stride 2, batch 1
     {"n2c4h6w6k20r3s3p4", true, true, Activation::relu},      // padding > R/2, K not a tile multiple
+    // f32 NCHW on CUDA runs cuda_igemm_simt's per-sample mode: several pixel and channel tiles per image
+    {"n3c8h20w19k136r3s3p1", true, true, Activation::relu},   // P*Q = 380 (3 tiles of 128), float4 stores
+    {"n2c7h19w19k70r3s3p1", true, false, Activation::none},   // P*Q odd, C*R*S % 4 != 0: scalar paths
+    {"n2c8h18w18k16r3s3p1g2", false, true, Activation::none}, // groups, 3 pixel tiles per image
 };
 
 void run_case(const Case& cs, Layout l, Device dev) {

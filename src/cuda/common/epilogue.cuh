@@ -22,7 +22,8 @@ struct EpilogueF32 {
             e.beta};
   }
 
-  // acc: the convolution sum of output channel k (global index); o: the output element's offset.
+  // acc: the convolution sum of output channel k (global index; per-sample weights: the bias index
+  // img*K + k); o: the output element's offset.
 #if defined(__CUDACC__)
   __device__ __forceinline__ float operator()(float acc, int64_t k, int64_t o) const {
     const bool has_bias = bias != nullptr, has_res = residual != nullptr;

@@ -8,10 +8,11 @@
 // Parallelisation: one 64x64 output tile (pixels x channels) per block of 256 threads, each thread a 4x4
 // register block; the reduction runs in steps of kBlockK through shared memory, the input tile gathered
 // im2col-style on the fly. Bias and residual are applied in the store (residual may alias dst: each element
-// is read then written by the same thread). f16/bf16 NHWC go to a tensor-core kernel's per-sample mode
-// instead (cuda_igemm_wgmma on Hopper, else cuda_igemm_mma), see cuda_conv2d_per_sample below.
-// measured (H200, 2026-11-29): fp32 NCHW, N 32, 64->64, 56x56, 3x3: 0.75 ms, 0.38x cuDNN on the batch folded
-// into groups (0.29 ms); bf16 NHWC on cuda_igemm_wgmma 0.039 ms, 0.78x (docs/pytorch.md).
+// is read then written by the same thread). This kernel now runs f32 NHWC (and what the others reject):
+// f16/bf16 NHWC go to a tensor-core kernel's per-sample mode (cuda_igemm_wgmma on Hopper, else
+// cuda_igemm_mma), f32 NCHW to cuda_igemm_simt's; see cuda_conv2d_per_sample below.
+// measured (H200, 2026-11-29): fp32 NCHW, N 32, 64->64, 56x56, 3x3: 0.75 ms here, 0.38x cuDNN on the batch
+// folded into groups (0.29 ms); bf16 NHWC on cuda_igemm_wgmma 0.039 ms, 0.78x (docs/pytorch.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -20,6 +21,7 @@
 #include "common/activation.hpp"
 #include "core/per_sample_hooks.hpp"
 #include "cuda/common/check.cuh"
+#include "cuda/gemm/igemm_simt.hpp"
 #include "cuda/tc/igemm_mma.hpp"
 #include "cuda/tc/igemm_wgmma.hpp"
 
@@ -181,6 +183,11 @@ void cuda_conv2d_per_sample(const Conv2dProblem& pb, const TensorView& src, cons
   }
   if (mma_per_sample_supported(pb, src)) {
     mma_per_sample(pb, src, wei, dst, epi, stream);
+    return;
+  }
+  // f32 NCHW: cuda_igemm_simt's per-sample mode (8x8 register tiles, double-buffered, float4 fragments).
+  if (simt_per_sample_supported(pb, src)) {
+    simt_per_sample(pb, src, wei, dst, epi, stream);
     return;
   }
   Params p{};

@@ -28,13 +28,19 @@
 // Tiles: 128x128, 128x64, 64x128, 64x64; choose_plan() picks the tile and the split count with a wave
 // model fitted to the first H200 run (commented there). CONVKIT_IGEMM_TILE=128x64 and
 // CONVKIT_IGEMM_SPLITK=4 (1 = off) force a variant; detail() reports the choice.
+// Per-sample weights (conv2d_per_sample, f32 NCHW; simt_per_sample in igemm_simt.hpp): grid.z = N*groups
+// instead of groups*splits, grid.x walks one image's P*Q pixels, and the block reads its image's filter bank
+// (weight rows img*K..) and bias (img*K..); no split-K. Only m0 stays live across the k loop (the pixel
+// bounds are recomputed from blockIdx in the epilogue): the 128x128 tile spilled 24 bytes otherwise.
+// measured (H200, 2026-11-30, N 32, 64->64, 56x56, 3x3, through the extension): 0.33 ms against 0.32 for
+// cuDNN on the batch folded into groups (strict fp32 both), where cuda_per_sample's 64x64 tiles took 0.75.
 // The fused epilogue stores 4 consecutive pixels as one float4 when P*Q % 4 == 0 (whole 128-byte lines per
 // warp instead of quarter-used sectors).
 // Weights: one float4 load per thread per slice for the 128-wide n tiles when C/groups*R*S % 4 == 0.
 //
-// Resources (sm_90, -O3, nvcc -Xptxas -v, 2026-11-29): 128x128 123 registers (cap 128: 2 blocks/SM),
-// 128x64 108, 64x128 96 (2 blocks/SM), 64x64 80 (cap 85: 3 blocks/SM), 9.3-18.3 KiB static smem, no spills;
-// reduce kernel 32 registers. Workspace: 0, or splits*K*M*4 bytes with split-K (at most 512 MiB).
+// Resources (sm_90, -O3, nvcc -Xptxas -v, 2026-11-30): 128x128 128 registers (cap 128: 2 blocks/SM; 123
+// before the per-sample mode; plain 3x3 64@56 0.282 -> 0.278 ms), 128x64 112, 64x128 101 (2 blocks/SM),
+// 64x64 79 (cap 85: 3 blocks/SM), 9.3-18.3 KiB static smem, no spills; reduce kernel 32 registers. Workspace: 0, or splits*K*M*4 bytes with split-K (at most 512 MiB).
 // measured (H200, 2026-11-29, first version: one kernel, no split-K, scalar stores; cuDNN fp32 from
 // ANCHORS.md): seed000 8.53 ms (36.3 TFLOP/s, 0.84x of 7.17), r50 batch 32 3x3 64@56 0.294 ms (0.82x),
 // s2 128@56 0.384 (0.61x), 128@28 0.370 (0.36x), 256@14 0.335 (0.52x), 512@7 0.456 (0.64x), seed001 0.200
@@ -58,6 +64,7 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
 #include "cuda/common/epilogue.cuh"
+#include "cuda/gemm/igemm_simt.hpp"
 
 namespace convkit::detail {
 namespace {
@@ -99,6 +106,10 @@ struct IgemmArgs {
   int64_t Mpad;  // the partials' row length: M rounded up to a multiple of 4
   bool vec_store;  // PQ % 4 == 0 and dst 16-byte aligned: 4 consecutive m are one float4 of dst
   bool b_vec;      // Kgemm % 4 == 0 and wei 16-byte aligned: 4 consecutive k of a weight row are one float4
+  // Per-sample weights (conv2d_per_sample): grid.z = N*groups, z = img*G + g, no split; grid.x walks one
+  // image's P*Q pixels; image img uses weight rows img*Ktot.. and bias img*Ktot... (Otherwise G is unused.)
+  bool per_sample;
+  int G;
 };
 
 // A block of 256 threads computes one kBlockM x kBlockN tile (m = output pixels, n = output channels of
@@ -120,8 +131,14 @@ __global__ void __launch_bounds__(kThreads, kBlockM * kBlockN <= 64 * 64 ? 3 : 2
   __shared__ __align__(16) float Bs[2][kBlockK][kBlockN + kPadB];
 
   const int tid = threadIdx.x;
-  const int g = int(blockIdx.z) / a.splits;
-  const int64_t m0 = int64_t(blockIdx.x) * kBlockM;
+  const int z = int(blockIdx.z);
+  const int g = a.per_sample ? z % a.G : z / a.splits;
+  const int split = a.per_sample ? 0 : z - g * a.splits;
+  // The block's pixels: m0 + i for i < kBlockM, those with row0 + i < m_lim (row0: the first one's place
+  // in its image (per-sample) or in the batch). (Only m0 stays live across the k loop: registers.)
+  const int64_t ps_img = a.per_sample ? z / a.G : 0;
+  const int64_t row0 = int64_t(blockIdx.x) * kBlockM, m_lim = a.per_sample ? a.PQ : a.M;
+  const int64_t m0 = ps_img * a.PQ + row0;
   const int n0 = blockIdx.y * kBlockN;
 
   // ---- A gather: the block's pixels, decoded once into shared memory.
@@ -132,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, kBlockM * kBlockN <= 64 * 64 ? 3 : 2
   for (int i = tid; i < kBlockM; i += kThreads) {
     const int64_t m = m0 + i;
     PixelInfo info;
-    if (m < a.M) {
+    if (row0 + i < m_lim) {
       int64_t img;
       int p, q;
       if (a.M <= INT_MAX) {  // NOTE: 32-bit divisions (far cheaper than 64-bit ones) whenever they suffice
@@ -160,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, kBlockM * kBlockN <= 64 * 64 ? 3 : 2
   const int a_m = tid % 32;  // and its pixels: a_m + 32*j
   // This split's k range: slices [slice0, slice0 + slices).
   const int total_slices = (a.Kgemm + kBlockK - 1) / kBlockK;
-  const int slice0 = (int(blockIdx.z) - g * a.splits) * a.slices_per_split;  // split * slices per split
+  const int slice0 = split * a.slices_per_split;
   const int slices = a.slices_per_split < total_slices - slice0 ? a.slices_per_split : total_slices - slice0;
   // (>= 1: the host makes every split non-empty)
   const int k_begin = slice0 * kBlockK;
@@ -179,7 +196,8 @@ __global__ void __launch_bounds__(kThreads, kBlockM * kBlockN <= 64 * 64 ? 3 : 2
   const int b_k = (tid % kThreadsPerN) * kLoadB;
   const bool b_valid = n0 + b_n < a.Ngemm;
   // Walks along this thread's weight row; b_left = how many k of it remain (0 for a column past N).
-  const float* b_ptr = a.wei + (int64_t(g) * a.Ngemm + (b_valid ? n0 + b_n : 0)) * a.Kgemm + k_begin + b_k;
+  const float* b_ptr =
+      a.wei + (ps_img * a.Ktot + int64_t(g) * a.Ngemm + (b_valid ? n0 + b_n : 0)) * a.Kgemm + k_begin + b_k;
   int b_left = b_valid ? a.Kgemm - k_begin - b_k : 0;
 
   float ra[kLoadA], rb[kLoadB];  // the prefetch registers
@@ -278,11 +296,10 @@ __global__ void __launch_bounds__(kThreads, kBlockM * kBlockN <= 64 * 64 ? 3 : 2
   // NOTE: scalar stores, like the plain epilogue: storing acc[i..i+3][j] as one float4 made ptxas copy
   // them into 4 consecutive registers and pushed 128x128 past its 128-register cap (64 bytes of spills).
   if (a.splits > 1) {
-    const int split = int(blockIdx.z) - g * a.splits;  // recomputed, not kept live across the k loop
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
       const int64_t m = m0 + (i / 4) * 64 + tm * 4 + (i % 4);
-      if (m >= a.M) continue;
+      if (m >= a.M) continue;  // (split-K: never per-sample)
 #pragma unroll
       for (int j = 0; j < kTN; ++j) {
         const int n = n0 + (j / 4) * 64 + tn * 4 + (j % 4);
@@ -302,8 +319,9 @@ __global__ void __launch_bounds__(kThreads, kBlockM * kBlockN <= 64 * 64 ? 3 : 2
 #pragma unroll
     for (int i = 0; i < kTM; i += 4) {
       const int64_t m = m0 + (i / 4) * 64 + tm * 4;
-      if (m >= a.M) continue;
+      if (int64_t(blockIdx.x) * kBlockM + (i / 4) * 64 + tm * 4 >= (a.per_sample ? a.PQ : a.M)) continue;
       const int64_t img = m / a.PQ;
+      const int64_t kb0 = a.per_sample ? img * a.Ktot : 0;  // the bias index of channel 0
       const int64_t out_m = img * a.KPQ + (m - img * a.PQ);
 #pragma unroll
       for (int j = 0; j < kTN; ++j) {
@@ -311,8 +329,9 @@ __global__ void __launch_bounds__(kThreads, kBlockM * kBlockN <= 64 * 64 ? 3 : 2
         if (n >= a.Ngemm) continue;
         const int64_t k = int64_t(g) * a.Ngemm + n;
         const int64_t o = out_m + k * a.PQ;
-        const float4 v = make_float4(a.epi(acc[i][j], k, o), a.epi(acc[i + 1][j], k, o + 1),
-                                     a.epi(acc[i + 2][j], k, o + 2), a.epi(acc[i + 3][j], k, o + 3));
+        const int64_t kb = kb0 + k;
+        const float4 v = make_float4(a.epi(acc[i][j], kb, o), a.epi(acc[i + 1][j], kb, o + 1),
+                                     a.epi(acc[i + 2][j], kb, o + 2), a.epi(acc[i + 3][j], kb, o + 3));
         *reinterpret_cast<float4*>(a.dst + o) = v;
       }
     }
@@ -321,16 +340,17 @@ __global__ void __launch_bounds__(kThreads, kBlockM * kBlockN <= 64 * 64 ? 3 : 2
 #pragma unroll
   for (int i = 0; i < kTM; ++i) {
     const int64_t m = m0 + (i / 4) * 64 + tm * 4 + (i % 4);
-    if (m >= a.M) continue;
+    if (int64_t(blockIdx.x) * kBlockM + (i / 4) * 64 + tm * 4 + (i % 4) >= (a.per_sample ? a.PQ : a.M)) continue;
     const int64_t img = m / a.PQ;
     const int64_t out_m = img * a.KPQ + (m - img * a.PQ);  // dst[img][0][p][q]
+    const int64_t kb0 = a.per_sample ? img * a.Ktot : 0;   // the bias index of channel 0
 #pragma unroll
     for (int j = 0; j < kTN; ++j) {
       const int n = n0 + (j / 4) * 64 + tn * 4 + (j % 4);
       if (n >= a.Ngemm) continue;
       const int64_t k = int64_t(g) * a.Ngemm + n;
       const int64_t o = out_m + k * a.PQ;
-      a.dst[o] = a.epi(acc[i][j], k, o);
+      a.dst[o] = a.epi(acc[i][j], kb0 + k, o);
     }
   }
 }
@@ -422,7 +442,8 @@ int64_t padded_m(const Conv2dProblem& p) { return ceil_div(p.gemm_m(), 4) * 4; }
 // Overrides, for sweeping variants on a new card: CONVKIT_IGEMM_TILE=128x64 (one of kTiles) and
 // CONVKIT_IGEMM_SPLITK=4 (1 = never split; a count is lowered to what leaves no split empty). Unknown or
 // impossible values are ignored.
-Plan choose_plan(const Conv2dProblem& p, int sm_count) {
+// Per-sample weights (per_sample): the tiles of each image apart, and no split (no workspace there).
+Plan choose_plan(const Conv2dProblem& p, int sm_count, bool per_sample = false) {
   const char* force_tile = std::getenv("CONVKIT_IGEMM_TILE");
   int force_splits = 0;
   if (const char* e = std::getenv("CONVKIT_IGEMM_SPLITK")) force_splits = std::atoi(e);
@@ -439,10 +460,10 @@ Plan choose_plan(const Conv2dProblem& p, int sm_count) {
   Plan best;
   for (const TileConfig& t : kTiles) {
     if (tile_known && std::to_string(t.bm) + "x" + std::to_string(t.bn) != force_tile) continue;
-    const int64_t tiles = ceil_div(M, t.bm) * ceil_div(N, t.bn) * G;
+    const int64_t tiles = (per_sample ? ceil_div(p.p() * p.q(), t.bm) * p.n : ceil_div(M, t.bm)) * ceil_div(N, t.bn) * G;
     const int bps = t.blocks_per_sm();
     const int64_t slots = int64_t(bps) * sms;
-    const int max_splits = force_splits ? force_splits : kMaxSplits;
+    const int max_splits = per_sample ? 1 : force_splits ? force_splits : kMaxSplits;
     for (int want = 1; want <= max_splits; ++want) {
       if (force_splits && want != force_splits && want != 1) continue;  // the forced count, or 1 as fallback
       const int sps = int(ceil_div(total_slices, want));
@@ -474,6 +495,45 @@ Plan choose_plan(const Conv2dProblem& p, int sm_count) {
     }
   }
   return best;
+}
+
+// The kernel's arguments for a problem and its tensors (the plan's fields are the caller's).
+IgemmArgs make_args(const Conv2dProblem& pb, const TensorView& src, const TensorView& wei, const TensorView& dst,
+                    const Epilogue& e) {
+  IgemmArgs a{};
+  a.src = static_cast<const float*>(src.data);
+  a.wei = static_cast<const float*>(wei.data);
+  a.dst = static_cast<float*>(dst.data);
+  a.epi = EpilogueF32::from(e);
+  a.M = pb.gemm_m();
+  a.Ngemm = int(pb.gemm_n());
+  a.Kgemm = int(pb.gemm_k());
+  a.Cg = int(pb.c_per_group());
+  a.H = int(pb.h);
+  a.W = int(pb.w);
+  a.Q = int(pb.q());
+  a.R = int(pb.r);
+  a.S = int(pb.s);
+  a.HW = pb.h * pb.w;
+  a.CHW = pb.c * a.HW;
+  a.PQ = pb.p() * pb.q();
+  a.KPQ = pb.k * a.PQ;
+  a.stride_h = int(pb.stride_h);
+  a.stride_w = int(pb.stride_w);
+  a.pad_h = int(pb.pad_h);
+  a.pad_w = int(pb.pad_w);
+  a.dil_h = int(pb.dilation_h);
+  a.dil_w = int(pb.dilation_w);
+  const int RS = a.R * a.S;
+  a.dc = kBlockK / RS;
+  a.dr = (kBlockK % RS) / a.S;
+  a.ds = kBlockK % a.S;
+  a.Ktot = int(pb.k);
+  a.Mpad = padded_m(pb);
+  a.vec_store = a.PQ % 4 == 0 && reinterpret_cast<uintptr_t>(a.dst) % 16 == 0;
+  a.b_vec = a.Kgemm % 4 == 0 && reinterpret_cast<uintptr_t>(a.wei) % 16 == 0;
+  a.G = int(pb.groups);
+  return a;
 }
 
 class CudaIgemmSimt final : public CudaAlgorithm {
@@ -517,35 +577,7 @@ class CudaIgemmSimt final : public CudaAlgorithm {
     const Epilogue& e = call.epilogue;
     check_residual_overlap(e.residual, call.dst.data, call.dst.bytes());
 
-    IgemmArgs a{};
-    a.src = static_cast<const float*>(call.src.data);
-    a.wei = static_cast<const float*>(call.wei.data);
-    a.dst = static_cast<float*>(call.dst.data);
-    a.epi = EpilogueF32::from(e);
-    a.M = pb.gemm_m();
-    a.Ngemm = int(pb.gemm_n());
-    a.Kgemm = int(pb.gemm_k());
-    a.Cg = int(pb.c_per_group());
-    a.H = int(pb.h);
-    a.W = int(pb.w);
-    a.Q = int(pb.q());
-    a.R = int(pb.r);
-    a.S = int(pb.s);
-    a.HW = pb.h * pb.w;
-    a.CHW = pb.c * a.HW;
-    a.PQ = pb.p() * pb.q();
-    a.KPQ = pb.k * a.PQ;
-    a.stride_h = int(pb.stride_h);
-    a.stride_w = int(pb.stride_w);
-    a.pad_h = int(pb.pad_h);
-    a.pad_w = int(pb.pad_w);
-    a.dil_h = int(pb.dilation_h);
-    a.dil_w = int(pb.dilation_w);
-    const int RS = a.R * a.S;
-    a.dc = kBlockK / RS;
-    a.dr = (kBlockK % RS) / a.S;
-    a.ds = kBlockK % a.S;
-
+    IgemmArgs a = make_args(pb, call.src, call.wei, call.dst, e);
     const Plan plan = choose_plan(pb, sm_count_of_current_device());
     const TileConfig& t = *plan.tile;
     if (plan.ws_bytes > 0 && (call.workspace == nullptr || call.workspace_bytes < plan.ws_bytes))
@@ -555,11 +587,7 @@ class CudaIgemmSimt final : public CudaAlgorithm {
                       std::to_string(call.workspace == nullptr ? 0 : call.workspace_bytes) + ".");
     a.splits = plan.splits;
     a.slices_per_split = plan.slices_per_split;
-    a.Ktot = int(pb.k);
-    a.Mpad = padded_m(pb);
     a.ws = plan.splits > 1 ? static_cast<float*>(call.workspace) : nullptr;
-    a.vec_store = a.PQ % 4 == 0 && reinterpret_cast<uintptr_t>(a.dst) % 16 == 0;
-    a.b_vec = a.Kgemm % 4 == 0 && reinterpret_cast<uintptr_t>(a.wei) % 16 == 0;
     const cudaStream_t stream = as_stream(call.stream);
     const dim3 grid(unsigned(ceil_div(a.M, t.bm)), unsigned(ceil_div(a.Ngemm, t.bn)),
                     unsigned(pb.groups * plan.splits));
@@ -578,6 +606,26 @@ class CudaIgemmSimt final : public CudaAlgorithm {
 const Algorithm* make_cuda_igemm_simt() {
   static CudaIgemmSimt algo;
   return &algo;
+}
+
+bool simt_per_sample_supported(const Conv2dProblem& p, const TensorView& src) {
+  if (src.device != Device::cuda || src.dtype != DType::f32 || src.layout != Layout::nchw) return false;
+  const ConvConfig cfg{DType::f32, Layout::nchw, Device::cuda, MathMode::strict};
+  return bool(make_cuda_igemm_simt()->can_implement(p, cfg)) && p.n * p.groups <= 65535 && p.n * p.k <= INT_MAX;
+}
+
+void simt_per_sample(const Conv2dProblem& p, const TensorView& src, const TensorView& wei, const TensorView& dst,
+                     const Epilogue& e, void* stream) {
+  check_residual_overlap(e.residual, dst.data, dst.bytes());
+  IgemmArgs a = make_args(p, src, wei, dst, e);
+  const Plan plan = choose_plan(p, sm_count_of_current_device(), /*per_sample=*/true);
+  a.per_sample = true;
+  a.splits = 1;
+  a.slices_per_split = plan.slices_per_split;
+  const TileConfig& t = *plan.tile;
+  const dim3 grid(unsigned(ceil_div(a.PQ, t.bm)), unsigned(ceil_div(a.Ngemm, t.bn)), unsigned(p.n * p.groups));
+  t.launch(a, grid, as_stream(stream));
+  CK_LAUNCH("igemm_simt_kernel (per-sample)");
 }
 
 }  // namespace convkit::detail
