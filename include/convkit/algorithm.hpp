@@ -53,6 +53,9 @@ class Algorithm {
   virtual std::string description() const = 0;
   // Peers (cuDNN, oneDNN) are measured against, never selected by conv2d().
   virtual bool is_peer() const { return false; }
+  // Approximate by construction (Winograd): its error exceeds the exact sum's fp32 rounding (rel L2 up to
+  // 1e-4 instead of 1e-5). conv2d's heuristic and the autotuner never choose it; it runs when named.
+  virtual bool approximate() const { return false; }
   // Whether this build and this machine can run it at all (library compiled in, device present).
   virtual Support available() const { return Support::yes(); }
   // Whether it can compute this problem in this configuration; the reason is one sentence.

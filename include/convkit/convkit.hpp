@@ -51,8 +51,8 @@ const std::vector<const Algorithm*>& peers();
 // Any algorithm or peer by name; nullptr if none has that name.
 const Algorithm* find_algorithm(const std::string& name);
 
-// The heuristic's choice: the first registered algorithm of the device that can implement the problem, or
-// throws Error(unsupported) listing every rejection. (conv2d("auto") prefers a tune cache entry: select_auto.)
+// The heuristic's choice: the first registered algorithm of the device that can implement the problem (an
+// approximate one, Algorithm::approximate(), never), or throws Error(unsupported) listing every rejection. (conv2d("auto") prefers a tune cache entry: select_auto.)
 const Algorithm& select(const Conv2dProblem& problem, const ConvConfig& config);
 
 // What conv2d("auto") would run: the algorithm, its variant (empty = its own choice) and where the choice came

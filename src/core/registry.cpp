@@ -34,6 +34,7 @@ const std::vector<const Algorithm*>& algorithms() {
 #endif
     v.push_back(detail::make_cpu_im2col_gemm());
     v.push_back(detail::make_cpu_direct());
+    v.push_back(detail::make_cpu_winograd());  // approximate: by name only
     v.push_back(detail::make_cpu_ref());
     return v;
   }();

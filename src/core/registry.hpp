@@ -10,6 +10,7 @@ namespace convkit::detail {
 const Algorithm* make_cpu_ref();
 const Algorithm* make_cpu_im2col_gemm();
 const Algorithm* make_cpu_direct();
+const Algorithm* make_cpu_winograd();
 const Algorithm* make_onednn_cpu();  // peer
 
 #ifdef CONVKIT_WITH_CUDA

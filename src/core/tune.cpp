@@ -41,9 +41,12 @@ std::string cpu_model() {
 }
 
 // (available and can_implement) of one algorithm, in one Support.
+// Whether the selection (heuristic, tune cache, autotuner) may choose `a` for this request.
 Support usable(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg) {
   Support av = a->available();
   if (!av) return Support::no("unavailable: " + av.reason);
+  if (a->approximate())
+    return Support::no("approximate (rel L2 up to 1e-4): never chosen automatically; name it to run it.");
   return a->can_implement(p, cfg);
 }
 
@@ -327,8 +330,7 @@ const Algorithm& select_heuristic(const Conv2dProblem& problem, const ConvConfig
                                   const std::vector<std::string>& notes) {
   std::ostringstream why;
   for (const Algorithm* a : device_algorithms(cfg.device)) {
-    Support av = a->available();
-    Support ok = av ? a->can_implement(problem, cfg) : av;
+    Support ok = usable(a, problem, cfg);
     if (ok) {
       if (dispatch_log_pending(problem, cfg)) {
         DispatchReport r;
