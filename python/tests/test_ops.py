@@ -47,6 +47,24 @@ def test_conv2d_exact_on_small_integers(device):
     assert torch.equal(y.cpu(), F.conv2d(x.cpu().double(), w.cpu().double(), padding=1).float())
 
 
+@pytest.mark.parametrize("memory_format", MEMORY_FORMATS, ids=["nchw", "nhwc"])
+def test_conv2d_named_winograd_cpu(memory_format):
+    """cpu_winograd (approximate: run by name only) through the op, forward and backward: within its bound."""
+    torch.manual_seed(3)
+    x = torch.randn(2, 8, 13, 11).contiguous(memory_format=memory_format).requires_grad_()
+    w = torch.randn(12, 8, 3, 3).contiguous(memory_format=memory_format).requires_grad_()
+    b = torch.randn(12, requires_grad=True)
+    y = convkit.conv2d(x, w, b, padding=1, activation="relu", algo="cpu_winograd")
+    want = reference(x.detach(), w.detach(), b.detach(), {"padding": 1}, "relu")
+    assert (y.double() - want).norm() / want.norm() < 1e-5
+    assert convkit.plan(x, w, padding=1, algo="cpu_winograd").algorithm == "cpu_winograd"
+    y.square().sum().backward()  # (the backward's convolutions run "auto": exact algorithms)
+    xr, wr, br = (t.detach().double().requires_grad_() for t in (x, w, b))
+    F.relu(F.conv2d(xr, wr, br, padding=1)).square().sum().backward()
+    for got, ref in ((x.grad, xr.grad), (w.grad, wr.grad), (b.grad, br.grad)):
+        assert (got.double() - ref).norm() / ref.norm() < 1e-4
+
+
 def test_conv2d_noncontiguous_input_and_weight():
     x = torch.randn(2, 6, 10, 12)[:, ::2, :, 1:-1]  # neither contiguous nor channels_last
     w = torch.randn(3, 4, 3, 3).transpose(0, 1)     # [4, 3, 3, 3], non-contiguous
