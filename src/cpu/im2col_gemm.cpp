@@ -20,14 +20,9 @@
 
 #include "common/activation.hpp"
 #include "core/registry.hpp"
+#include "cpu/openblas_common.hpp"
 
 #include <omp.h>
-
-#include <mutex>
-
-#ifdef CONVKIT_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 
 namespace convkit::detail {
 namespace {
@@ -37,14 +32,6 @@ bool needs_columns(const Conv2dProblem& p) {
 }
 
 #ifdef CONVKIT_HAVE_OPENBLAS
-
-// OpenBLAS runs single-threaded inside our OpenMP bands (see the NOTE in run()). This is process-wide:
-// convkit is the only OpenBLAS user it knows of; a host application that wants threaded BLAS elsewhere
-// can set it back after its convkit calls.
-void single_threaded_blas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
 
 // Columns [pq0, pq1) of col[(c*R + r)*S + s][p*Q + q] = x[g*Cg + c][h][w] (0 in the padding), NCHW;
 // col's leading dimension is P*Q.
@@ -117,18 +104,9 @@ class CpuIm2colGemm final : public Algorithm {
   std::string description() const override {
     return "im2col column matrix + OpenBLAS SGEMM (1x1 stride-1 needs no copy), epilogue in one pass";
   }
-  Support available() const override {
-#ifdef CONVKIT_HAVE_OPENBLAS
-    return Support::yes();
-#else
-    return Support::no("built without OpenBLAS (apt-get install libopenblas-dev, then reconfigure).");
-#endif
-  }
+  Support available() const override { return openblas_available(); }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
-    if (cfg.device != Device::cpu) return Support::no("runs on the CPU only.");
-    if (cfg.dtype != DType::f32) return Support::no("OpenBLAS SGEMM computes in f32 only; f16/bf16 are not supported.");
-    if (cfg.math == MathMode::tf32) return Support::no("the CPU has no tf32 mode; ask for strict f32.");
-    if (Status s = p.validate(); !s.ok()) return Support::no(s.message);
+    if (Support ok = openblas_f32_request(p, cfg); !ok) return ok;
     const int64_t int_max = 2147483647;
     if (p.gemm_k() > int_max || p.n * p.p() * p.q() > int_max || p.k > int_max)
       return Support::no("a GEMM dimension exceeds the 32-bit int that the BLAS interface takes.");

@@ -23,14 +23,9 @@
 
 #include "common/activation.hpp"
 #include "core/registry.hpp"
+#include "cpu/openblas_common.hpp"
 
 #include <omp.h>
-
-#include <mutex>
-
-#ifdef CONVKIT_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 
 namespace convkit::detail {
 namespace {
@@ -91,11 +86,6 @@ inline void g3(const float g0, const float g1, const float g2, float* o, int64_t
 }
 
 #ifdef CONVKIT_HAVE_OPENBLAS
-
-void single_threaded_blas() {  // (as cpu_im2col_gemm: OpenBLAS runs inside our OpenMP threads)
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
 
 // U[g][e][k][c] = (G w[g*Kg + k][c] G^T)[e], for every group; kCB channels at a time, so that each write is
 // kCB consecutive floats of U.
@@ -216,18 +206,9 @@ class CpuWinograd final : public Algorithm {
            "multiplies; approximate (rel L2 <= 1e-4), run by name only";
   }
   bool approximate() const override { return true; }
-  Support available() const override {
-#ifdef CONVKIT_HAVE_OPENBLAS
-    return Support::yes();
-#else
-    return Support::no("built without OpenBLAS (apt-get install libopenblas-dev, then reconfigure).");
-#endif
-  }
+  Support available() const override { return openblas_available(); }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
-    if (cfg.device != Device::cpu) return Support::no("runs on the CPU only.");
-    if (cfg.dtype != DType::f32) return Support::no("computes in f32 only (OpenBLAS SGEMM).");
-    if (cfg.math == MathMode::tf32) return Support::no("the CPU has no tf32 mode; ask for strict f32.");
-    if (Status s = p.validate(); !s.ok()) return Support::no(s.message);
+    if (Support ok = openblas_f32_request(p, cfg); !ok) return ok;
     if (p.r != 3 || p.s != 3) return Support::no("F(4x4,3x3): 3x3 filters only.");
     if (p.stride_h != 1 || p.stride_w != 1) return Support::no("F(4x4,3x3): stride 1 only.");
     if (p.dilation_h != 1 || p.dilation_w != 1) return Support::no("F(4x4,3x3): dilation 1 only.");
