@@ -249,6 +249,8 @@ class CpuWinograd final : public Algorithm {
     // NOTE: with at least as many chunks as threads, each thread takes whole chunks (its V and M stay in its
     // cache from transform to GEMM to transform); with fewer (small images: 3x3 512@7 at batch 1 is 4 tiles),
     // the threads share each chunk: its tiles' transforms split by tile, its 36 GEMMs by element.
+    // (The workspace check above was made with the same omp_get_max_threads(): every thread of a team has
+    // its V and M.)
     const int threads = omp_get_max_threads();
     const bool whole_chunks = chunks >= threads;
     auto gemm = [&](const float* Ug, const float* V, float* M, int64_t nt, int e) {
