@@ -46,7 +46,7 @@ double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
 // y = act(conv + bias + residual) by `algo`, the residual being y itself (in place) when `in_place`.
 std::vector<float> run(const Conv2dProblem& p, Layout l, std::vector<float> x, std::vector<float> w,
                        std::vector<float> bias, std::vector<float> res, Activation act, bool in_place,
-                       const std::string& algo) {
+                       const std::string& algo, const std::string& variant = "") {
   std::vector<float> y = in_place ? res : std::vector<float>(size_t(p.output_elems()), std::nanf(""));
   Epilogue e;
   e.activation = act;
@@ -54,13 +54,15 @@ std::vector<float> run(const Conv2dProblem& p, Layout l, std::vector<float> x, s
   e.residual = in_place ? y.data() : res.data();
   RunOptions o;
   o.algo = algo;
+  o.variant = variant;
   conv2d(p, view(x, l, input_dims(p)), view(w, l, weight_dims(p)), view(y, l, output_dims(p)), e, o);
   return y;
 }
 
-TEST(Winograd, ManyAndFewChunksEveryEpilogueBothLayouts) {
-  // 41x37 at batch 2: 220 tiles (two chunks: each thread takes whole ones); 9x10 at batch 1: 9 tiles (one
-  // chunk: the threads share it). Groups, padding 0, 1 and 2, odd K, the residual in place.
+TEST(Winograd, ManyAndFewChunksEveryEpilogueBothLayoutsBothVariants) {
+  // 41x37 at batch 2: 220 F(4x4) tiles (two chunks: each thread takes whole ones), 798 F(2x2) ones; 9x10 at
+  // batch 1: 9 F(4x4) tiles (one chunk: the threads share it). Groups, padding 0, 1 and 2, odd K, the
+  // residual in place; each variant and the own choice.
   const char* specs[] = {"n2c8h41w37k12r3s3p1", "n2c16h41w37k10r3s3p1g2", "n1c5h9w10k7r3s3p2", "n3c24h13w11k40r3s3p0"};
   std::mt19937 rng(11);
   for (const char* spec : specs)
@@ -71,10 +73,12 @@ TEST(Winograd, ManyAndFewChunksEveryEpilogueBothLayouts) {
         auto b = gaussian(size_t(p.k), rng), r = gaussian(size_t(p.output_elems()), rng);
         const bool in_place = act != Activation::gelu;
         const auto want = run(p, l, x, w, b, r, act, in_place, "cpu_ref");
-        const auto got = run(p, l, x, w, b, r, act, in_place, "cpu_winograd");
-        for (float v : got) ASSERT_TRUE(std::isfinite(v)) << spec << " " << to_string(l);
-        const double err = rel_l2(got, want);
-        EXPECT_LE(err, 1e-5) << spec << " " << to_string(l) << " act " << int(act);  // (measured ~1e-6; bound 1e-4)
+        for (const char* variant : {"", "f4x4", "f2x2"}) {
+          const auto got = run(p, l, x, w, b, r, act, in_place, "cpu_winograd", variant);
+          for (float v : got) ASSERT_TRUE(std::isfinite(v)) << spec << " " << to_string(l) << " " << variant;
+          const double err = rel_l2(got, want);  // (measured ~1e-6; the bound is 1e-4)
+          EXPECT_LE(err, 1e-5) << spec << " " << to_string(l) << " act " << int(act) << " variant '" << variant << "'";
+        }
       }
 }
 
@@ -88,6 +92,14 @@ TEST(Winograd, NeverChosenUnasked) {
   bool said = false;
   for (const std::string& s : skipped) said = said || s.rfind("cpu_winograd: ", 0) == 0;
   EXPECT_TRUE(said) << "the autotuner should say why it skips cpu_winograd";
+}
+
+TEST(Winograd, VariantsListTheOwnChoiceFirst) {
+  const ConvConfig cfg{DType::f32, Layout::nhwc, Device::cpu, MathMode::strict};
+  const Algorithm* a = find_algorithm("cpu_winograd");
+  EXPECT_EQ(a->variants(Conv2dProblem::parse("n1c8h56w56k8r3s3p1"), cfg), (std::vector<std::string>{"f4x4", "f2x2"}));
+  EXPECT_EQ(a->variants(Conv2dProblem::parse("n1c8h14w14k8r3s3p1"), cfg), (std::vector<std::string>{"f2x2", "f4x4"}));
+  EXPECT_TRUE(a->variants(Conv2dProblem::parse("n1c8h14w14k8r1s1"), cfg).empty());
 }
 
 TEST(Winograd, ShortWorkspaceIsAnError) {

@@ -1,4 +1,5 @@
-// cpu_winograd: Winograd's minimal filtering F(4x4, 3x3) on the CPU, the multiplies as OpenBLAS SGEMMs.
+// cpu_winograd: Winograd's minimal filtering F(4x4, 3x3) (and F(2x2, 3x3)) on the CPU, the multiplies as
+// OpenBLAS SGEMMs.
 //
 // What it adds over cpu_im2col_gemm: fewer multiplies. Each 4x4 block of outputs ("tile") of one channel
 // comes from a 6x6 patch of the input: transformed, V = B^T d B, the filter transformed, U = G g G^T, their
@@ -7,6 +8,9 @@
 //   M[xi,nu][tile][k] = sum_c V[xi,nu][tile][c] * U[xi,nu][k][c]      (SGEMM: tiles x K x C)
 // 36 multiplies per 16 outputs instead of 144: 4x fewer than a direct or im2col convolution.
 // B^T, G, A^T are Lavin and Gray's for the interpolation points 0, +-1, +-2 and infinity.
+// Variants: "f4x4" (the above) and "f2x2" (F(2x2, 3x3): 4x4 patches, 16 GEMMs, 2.25x fewer multiplies, but
+// transformed weights of 16 x K x C/g floats instead of 36 x and more tiles per GEMM); the own choice is f4x4
+// on images at least kF4MinSide outputs a side, else f2x2 (measured: docs/kernels.md).
 // Scope: f32, 3x3, stride 1, dilation 1, any padding, groups, NCHW or NHWC. Approximate by construction:
 // the transforms' fractions and growth (entries up to 8 and 1/24) lose a few bits, rel L2 ~1e-6-1e-5 on
 // Gaussian data against 1e-7 for the exact sum (bound 1e-4, docs/DESIGN); so it is never chosen by conv2d's
@@ -18,8 +22,10 @@
 // Workspace: U (36*K*C/groups floats) plus, per OpenMP thread, V and M for one chunk of tiles.
 // measured: see docs/kernels.md ("cpu_winograd") and docs/perf.md.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/activation.hpp"
 #include "core/registry.hpp"
@@ -30,59 +36,116 @@
 namespace convkit::detail {
 namespace {
 
-constexpr int kM = 4;          // outputs per tile side
-constexpr int kA = kM + 2;     // patch side: alpha = m + r - 1
-constexpr int kE = kA * kA;    // transform elements (36)
-constexpr int kCB = 16;        // channels transformed together (one vector's worth of work per row)
+constexpr int kCB = 16;  // channels transformed together (one vector's worth of work per row)
+constexpr int kF4MinSide = 20;  // the own choice: F(4x4) when P and Q are at least this, else F(2x2)
 
-// The tiles of one chunk: as many as keep a thread's V and M (36 * chunk * (C/g + K/g) floats) near 2 MiB,
-// but 64 at least, so that each GEMM has 64 rows and the transformed weights U (36 * K * C/g floats, read
+// F(M x M, 3x3): the patch side A = M + 2, E = A*A transform elements, and the three 1-D transforms, each over
+// kCB channels at once (applied to the columns of a patch, then to its rows).
+template <int M>
+struct Wino;
+
+template <>
+struct Wino<4> {
+  static constexpr int A = 6;
+  // B^T (6x6): the input patch.
+  static void bt(const float* d, int64_t sd, float* o, int64_t so) {
+    for (int c = 0; c < kCB; ++c) {
+      const float d0 = d[0 * sd + c], d1 = d[1 * sd + c], d2 = d[2 * sd + c], d3 = d[3 * sd + c],
+                  d4 = d[4 * sd + c], d5 = d[5 * sd + c];
+      o[0 * so + c] = 4.0f * d0 - 5.0f * d2 + d4;
+      o[1 * so + c] = -4.0f * (d1 + d2) + d3 + d4;
+      o[2 * so + c] = 4.0f * (d1 - d2) - d3 + d4;
+      o[3 * so + c] = 2.0f * (d3 - d1) - d2 + d4;
+      o[4 * so + c] = 2.0f * (d1 - d3) - d2 + d4;
+      o[5 * so + c] = 4.0f * d1 - 5.0f * d3 + d5;
+    }
+  }
+  // A^T (4x6): back from the transform domain.
+  static void at(const float* m, int64_t sm, float* o, int64_t so, int n) {
+    for (int c = 0; c < n; ++c) {
+      const float m0 = m[0 * sm + c], m1 = m[1 * sm + c], m2 = m[2 * sm + c], m3 = m[3 * sm + c],
+                  m4 = m[4 * sm + c], m5 = m[5 * sm + c];
+      const float a = m1 + m2, b = m1 - m2, e = m3 + m4, f = m3 - m4;
+      o[0 * so + c] = m0 + a + e;
+      o[1 * so + c] = b + 2.0f * f;
+      o[2 * so + c] = a + 4.0f * e;
+      o[3 * so + c] = b + 8.0f * f + m5;
+    }
+  }
+  // G (6x3): the filter.
+  static void g(float g0, float g1, float g2, float* o, int64_t so) {
+    o[0 * so] = 0.25f * g0;
+    o[1 * so] = -(g0 + g1 + g2) / 6.0f;
+    o[2 * so] = -(g0 - g1 + g2) / 6.0f;
+    o[3 * so] = g0 / 24.0f + g1 / 12.0f + g2 / 6.0f;
+    o[4 * so] = g0 / 24.0f - g1 / 12.0f + g2 / 6.0f;
+    o[5 * so] = g2;
+  }
+};
+
+template <>
+struct Wino<2> {
+  static constexpr int A = 4;
+  static void bt(const float* d, int64_t sd, float* o, int64_t so) {  // B^T (4x4)
+    for (int c = 0; c < kCB; ++c) {
+      const float d0 = d[0 * sd + c], d1 = d[1 * sd + c], d2 = d[2 * sd + c], d3 = d[3 * sd + c];
+      o[0 * so + c] = d0 - d2;
+      o[1 * so + c] = d1 + d2;
+      o[2 * so + c] = d2 - d1;
+      o[3 * so + c] = d1 - d3;
+    }
+  }
+  static void at(const float* m, int64_t sm, float* o, int64_t so, int n) {  // A^T (2x4)
+    for (int c = 0; c < n; ++c) {
+      const float m0 = m[0 * sm + c], m1 = m[1 * sm + c], m2 = m[2 * sm + c], m3 = m[3 * sm + c];
+      o[0 * so + c] = m0 + m1 + m2;
+      o[1 * so + c] = m1 - m2 - m3;
+    }
+  }
+  static void g(float g0, float g1, float g2, float* o, int64_t so) {  // G (4x3)
+    o[0 * so] = g0;
+    o[1 * so] = 0.5f * (g0 + g1 + g2);
+    o[2 * so] = 0.5f * (g0 - g1 + g2);
+    o[3 * so] = g2;
+  }
+};
+
+// The tiles of one chunk: as many as keep a thread's V and M (E * chunk * (C/g + K/g) floats) near 2 MiB,
+// but 64 at least, so that each GEMM has 64 rows and the transformed weights U (E * K * C/g floats, read
 // once per chunk) are not read again for every few tiles; 192 at most.
 // NOTE: with a floor of 8, 3x3 512@7 at batch 8 (32 tiles, chunks of 14) read its 38 MB of U three times:
 // 22 ms against oneDNN's 6.9.
+template <int M>
 int64_t chunk_tiles(const Conv2dProblem& p) {
-  const int64_t per_tile = int64_t(kE) * (p.c_per_group() + p.k_per_group()) * int64_t(sizeof(float));
+  constexpr int E = Wino<M>::A * Wino<M>::A;
+  const int64_t per_tile = int64_t(E) * (p.c_per_group() + p.k_per_group()) * int64_t(sizeof(float));
   return std::clamp<int64_t>((int64_t(2) << 20) / per_tile, 64, 192);
 }
 
+template <int M>
 int64_t tiles_of(const Conv2dProblem& p) {
-  return p.n * ((p.p() + kM - 1) / kM) * ((p.q() + kM - 1) / kM);
+  return p.n * ((p.p() + M - 1) / M) * ((p.q() + M - 1) / M);
 }
 
-// 1-D transforms, applied to rows then columns (each over kCB channels at once).
-// B^T (6x6): the input patch.
-inline void bt6(const float* d, int64_t sd, float* o, int64_t so) {
-  for (int c = 0; c < kCB; ++c) {
-    const float d0 = d[0 * sd + c], d1 = d[1 * sd + c], d2 = d[2 * sd + c], d3 = d[3 * sd + c], d4 = d[4 * sd + c],
-                d5 = d[5 * sd + c];
-    o[0 * so + c] = 4.0f * d0 - 5.0f * d2 + d4;
-    o[1 * so + c] = -4.0f * (d1 + d2) + d3 + d4;
-    o[2 * so + c] = 4.0f * (d1 - d2) - d3 + d4;
-    o[3 * so + c] = 2.0f * (d3 - d1) - d2 + d4;
-    o[4 * so + c] = 2.0f * (d1 - d3) - d2 + d4;
-    o[5 * so + c] = 4.0f * d1 - 5.0f * d3 + d5;
-  }
+// The workspace: U, then V and M per OpenMP thread.
+template <int M>
+size_t workspace_of(const Conv2dProblem& p) {
+  constexpr int E = Wino<M>::A * Wino<M>::A;
+  const size_t u = size_t(E) * size_t(p.k) * size_t(p.c_per_group());
+  const size_t per_thread = size_t(E) * size_t(chunk_tiles<M>(p)) * size_t(p.c_per_group() + p.k_per_group());
+  return sizeof(float) * (u + size_t(omp_get_max_threads()) * per_thread);
 }
-// A^T (4x6): back from the transform domain.
-inline void at6(const float* m, int64_t sm, float* o, int64_t so, int n) {
-  for (int c = 0; c < n; ++c) {
-    const float m0 = m[0 * sm + c], m1 = m[1 * sm + c], m2 = m[2 * sm + c], m3 = m[3 * sm + c], m4 = m[4 * sm + c],
-                m5 = m[5 * sm + c];
-    const float a = m1 + m2, b = m1 - m2, e = m3 + m4, f = m3 - m4;
-    o[0 * so + c] = m0 + a + e;
-    o[1 * so + c] = b + 2.0f * f;
-    o[2 * so + c] = a + 4.0f * e;
-    o[3 * so + c] = b + 8.0f * f + m5;
-  }
-}
-// G (6x3): the filter.
-inline void g3(const float g0, const float g1, const float g2, float* o, int64_t so) {
-  o[0 * so] = 0.25f * g0;
-  o[1 * so] = -(g0 + g1 + g2) / 6.0f;
-  o[2 * so] = -(g0 - g1 + g2) / 6.0f;
-  o[3 * so] = g0 / 24.0f + g1 / 12.0f + g2 / 6.0f;
-  o[4 * so] = g0 / 24.0f - g1 / 12.0f + g2 / 6.0f;
-  o[5 * so] = g2;
+
+// CONVKIT_WINOGRAD_VARIANT=f4x4 or f2x2 forces the own choice (for sweeps with tools that name no variant,
+// as CONVKIT_WGMMA_VARIANT does for cuda_igemm_wgmma); other values are ignored.
+bool own_choice_is_f4(const Conv2dProblem& p) {
+  static const int forced = [] {
+    const char* e = std::getenv("CONVKIT_WINOGRAD_VARIANT");
+    const std::string v = e ? e : "";
+    return v == "f4x4" ? 4 : v == "f2x2" ? 2 : 0;
+  }();
+  if (forced) return forced == 4;
+  return p.p() >= kF4MinSide && p.q() >= kF4MinSide;
 }
 
 #ifdef CONVKIT_HAVE_OPENBLAS
@@ -91,7 +154,9 @@ inline void g3(const float g0, const float g1, const float g2, float* o, int64_t
 // kCB consecutive floats of U.
 // NOTE: the first version wrote one float per (k, c, e), 36 writes K*C/g floats apart: 58% of the time on
 // 3x3 256@14 (7.7 ms a call) went there.
+template <int MT>
 void transform_weights(const Conv2dProblem& pb, const float* w, bool nchw, float* U) {
+  constexpr int kA = Wino<MT>::A, kE = kA * kA;
   const int64_t Kg = pb.k_per_group(), Cg = pb.c_per_group();
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < pb.k; ++k) {
@@ -106,10 +171,10 @@ void transform_weights(const Conv2dProblem& pb, const float* w, bool nchw, float
       }
       for (int c = 0; c < kCB; ++c) {
         for (int sc = 0; sc < 3; ++sc)  // columns: t = G g, t[i][sc]
-          g3(g[(0 * 3 + sc) * kCB + c], g[(1 * 3 + sc) * kCB + c], g[(2 * 3 + sc) * kCB + c], t + sc * kCB + c,
+          Wino<MT>::g(g[(0 * 3 + sc) * kCB + c], g[(1 * 3 + sc) * kCB + c], g[(2 * 3 + sc) * kCB + c], t + sc * kCB + c,
              3 * kCB);
         for (int i = 0; i < kA; ++i)  // rows: u = t G^T, u[i][j]
-          g3(t[(i * 3 + 0) * kCB + c], t[(i * 3 + 1) * kCB + c], t[(i * 3 + 2) * kCB + c], u + i * kA * kCB + c, kCB);
+          Wino<MT>::g(t[(i * 3 + 0) * kCB + c], t[(i * 3 + 1) * kCB + c], t[(i * 3 + 2) * kCB + c], u + i * kA * kCB + c, kCB);
       }
       for (int e = 0; e < kE; ++e)
         std::memcpy(U + ((grp * kE + e) * Kg + kk) * Cg + c0, u + e * kCB, sizeof(float) * size_t(cb));
@@ -123,15 +188,17 @@ struct Geometry {
 
 // V[e][i][c] for tiles t0 + i, i in [i0, i1), of a chunk of nt tiles starting at t0, group g (zero outside
 // the input).
+template <int MT>
 void transform_input(const Conv2dProblem& pb, const Geometry& q, const float* x, bool nchw, int64_t g, int64_t t0,
                      int64_t nt, int64_t i0, int64_t i1, float* V) {
+  constexpr int kM = MT, kA = Wino<MT>::A, kE = kA * kA;
   alignas(64) float d[kE * kCB], r1[kE * kCB], v[kE * kCB];
   for (int64_t i = i0; i < i1; ++i) {
     const int64_t t = t0 + i, n = t / (q.TH * q.TW), th = (t / q.TW) % q.TH, tw = t % q.TW;
     const int64_t h0 = th * kM - pb.pad_h, w0 = tw * kM - pb.pad_w;
     for (int64_t c0 = 0; c0 < q.Cg; c0 += kCB) {
       const int cb = int(std::min<int64_t>(kCB, q.Cg - c0));
-      // Gather the 6x6 patch of cb channels: d[(a*6 + b)*kCB + c].
+      // Gather the A x A patch of cb channels: d[(a*A + b)*kCB + c].
       for (int a = 0; a < kA; ++a)
         for (int b = 0; b < kA; ++b) {
           float* dd = d + (a * kA + b) * kCB;
@@ -148,16 +215,18 @@ void transform_input(const Conv2dProblem& pb, const Geometry& q, const float* x,
           }
           std::fill(dd + cb, dd + kCB, 0.0f);
         }
-      for (int b = 0; b < kA; ++b) bt6(d + b * kCB, kA * kCB, r1 + b * kCB, kA * kCB);    // columns
-      for (int a = 0; a < kA; ++a) bt6(r1 + a * kA * kCB, kCB, v + a * kA * kCB, kCB);  // rows
+      for (int b = 0; b < kA; ++b) Wino<MT>::bt(d + b * kCB, kA * kCB, r1 + b * kCB, kA * kCB);    // columns
+      for (int a = 0; a < kA; ++a) Wino<MT>::bt(r1 + a * kA * kCB, kCB, v + a * kA * kCB, kCB);  // rows
       for (int e = 0; e < kE; ++e) std::memcpy(V + (e * nt + i) * q.Cg + c0, v + e * kCB, sizeof(float) * size_t(cb));
     }
   }
 }
 
 // dst for tiles t0 + i, i in [i0, i1), of a chunk of nt tiles, from M[e][i][k] (group g), with the epilogue.
+template <int MT>
 void transform_output(const Conv2dProblem& pb, const Geometry& q, const float* M, bool nchw, int64_t g, int64_t t0,
                       int64_t nt, int64_t i0, int64_t i1, const Epilogue& e, float* y) {
+  constexpr int kM = MT, kA = Wino<MT>::A, kE = kA * kA;
   const float* bias = static_cast<const float*>(e.bias);
   const float* res = static_cast<const float*>(e.residual);
   const bool has_bias = bias != nullptr, has_res = res != nullptr;
@@ -168,8 +237,8 @@ void transform_output(const Conv2dProblem& pb, const Geometry& q, const float* M
     for (int64_t k0 = 0; k0 < q.Kg; k0 += kCB) {
       const int kb = int(std::min<int64_t>(kCB, q.Kg - k0));
       for (int x = 0; x < kE; ++x) std::memcpy(m + x * kCB, M + (x * nt + i) * q.Kg + k0, sizeof(float) * size_t(kb));
-      for (int b = 0; b < kA; ++b) at6(m + b * kCB, kA * kCB, r1 + b * kCB, kA * kCB, kb);   // columns: 4 x 6
-      for (int a = 0; a < kM; ++a) at6(r1 + a * kA * kCB, kCB, o + a * kM * kCB, kCB, kb);  // rows: 4 x 4
+      for (int b = 0; b < kA; ++b) Wino<MT>::at(m + b * kCB, kA * kCB, r1 + b * kCB, kA * kCB, kb);   // columns: M x A
+      for (int a = 0; a < kM; ++a) Wino<MT>::at(r1 + a * kA * kCB, kCB, o + a * kM * kCB, kCB, kb);  // rows: M x M
       for (int a = 0; a < kM; ++a) {
         const int64_t p = th * kM + a;
         if (p >= q.P) break;
@@ -195,6 +264,69 @@ void transform_output(const Conv2dProblem& pb, const Geometry& q, const float* M
   }
 }
 
+// One call with F(MT x MT, 3x3); the workspace is checked by the caller.
+template <int MT>
+void run_winograd(const ConvCall& call) {
+  constexpr int kE = Wino<MT>::A * Wino<MT>::A;
+  const Conv2dProblem& pb = call.problem;
+  single_threaded_blas();
+  const bool nchw = call.config.layout == Layout::nchw;
+  const float* x = static_cast<const float*>(call.src.data);
+  float* y = static_cast<float*>(call.dst.data);
+  Geometry q{pb.p(), pb.q(), (pb.p() + MT - 1) / MT, (pb.q() + MT - 1) / MT, pb.c_per_group(), pb.k_per_group()};
+  const int64_t T = tiles_of<MT>(pb), chunk = chunk_tiles<MT>(pb), chunks = (T + chunk - 1) / chunk;
+  float* U = static_cast<float*>(call.workspace);
+  float* scratch = U + int64_t(kE) * pb.k * q.Cg;
+  const int64_t per_thread = int64_t(kE) * chunk * (q.Cg + q.Kg);
+  transform_weights<MT>(pb, static_cast<const float*>(call.wei.data), nchw, U);
+  // NOTE: with at least as many chunks as threads, each thread takes whole chunks (its V and M stay in its
+  // cache from transform to GEMM to transform); with fewer (small images: 3x3 512@7 at batch 1 is 4 tiles),
+  // the threads share each chunk: its tiles' transforms split by tile, its 36 GEMMs by element.
+  // (The workspace check above was made with the same omp_get_max_threads(): every thread of a team has
+  // its V and M.)
+  const int threads = omp_get_max_threads();
+  const bool whole_chunks = chunks >= threads;
+  auto gemm = [&](const float* Ug, const float* V, float* M, int64_t nt, int e) {
+    // M[e] (nt x Kg) = V[e] (nt x Cg) * U[e]^T (Cg x Kg)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(nt), int(q.Kg), int(q.Cg), 1.0f, V + e * nt * q.Cg,
+                int(q.Cg), Ug + e * q.Kg * q.Cg, int(q.Cg), 0.0f, M + e * nt * q.Kg, int(q.Kg));
+  };
+  for (int64_t g = 0; g < pb.groups; ++g) {
+    const float* Ug = U + g * kE * q.Kg * q.Cg;
+    if (whole_chunks) {
+#pragma omp parallel
+      {
+        float* V = scratch + int64_t(omp_get_thread_num()) * per_thread;
+        float* M = V + int64_t(kE) * chunk * q.Cg;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t ch = 0; ch < chunks; ++ch) {
+          const int64_t t0 = ch * chunk, nt = std::min(chunk, T - t0);
+          transform_input<MT>(pb, q, x, nchw, g, t0, nt, 0, nt, V);
+          for (int e = 0; e < kE; ++e) gemm(Ug, V, M, nt, e);
+          transform_output<MT>(pb, q, M, nchw, g, t0, nt, 0, nt, call.epilogue, y);
+        }
+      }
+      continue;
+    }
+    float* V = scratch;
+    float* M = V + int64_t(kE) * chunk * q.Cg;
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t t0 = ch * chunk, nt = std::min(chunk, T - t0);
+#pragma omp parallel
+      {
+        const int64_t nth = omp_get_num_threads(), th = omp_get_thread_num();
+        const int64_t i0 = nt * th / nth, i1 = nt * (th + 1) / nth;
+        transform_input<MT>(pb, q, x, nchw, g, t0, nt, i0, i1, V);
+#pragma omp barrier
+#pragma omp for schedule(dynamic, 1)
+        for (int e = 0; e < kE; ++e) gemm(Ug, V, M, nt, e);
+        // (the implicit barrier of the omp for: every M[e] is complete)
+        transform_output<MT>(pb, q, M, nchw, g, t0, nt, i0, i1, call.epilogue, y);
+      }
+    }
+  }
+}
+
 #endif  // CONVKIT_HAVE_OPENBLAS
 
 class CpuWinograd final : public Algorithm {
@@ -202,26 +334,33 @@ class CpuWinograd final : public Algorithm {
   std::string name() const override { return "cpu_winograd"; }
   Device device() const override { return Device::cpu; }
   std::string description() const override {
-    return "Winograd F(4x4,3x3): 6x6 input/filter transforms, 36 OpenBLAS SGEMMs over the channels, 4x fewer "
-           "multiplies; approximate (rel L2 <= 1e-4), run by name only";
+    return "Winograd F(4x4,3x3) or F(2x2,3x3): input/filter transforms, 36 (16) OpenBLAS SGEMMs over the channels, "
+           "4x (2.25x) fewer multiplies; approximate (rel L2 <= 1e-4), run by name only";
   }
   bool approximate() const override { return true; }
   Support available() const override { return openblas_available(); }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (Support ok = openblas_f32_request(p, cfg); !ok) return ok;
-    if (p.r != 3 || p.s != 3) return Support::no("F(4x4,3x3): 3x3 filters only.");
-    if (p.stride_h != 1 || p.stride_w != 1) return Support::no("F(4x4,3x3): stride 1 only.");
-    if (p.dilation_h != 1 || p.dilation_w != 1) return Support::no("F(4x4,3x3): dilation 1 only.");
+    if (p.r != 3 || p.s != 3) return Support::no("Winograd F(m x m, 3x3): 3x3 filters only.");
+    if (p.stride_h != 1 || p.stride_w != 1) return Support::no("Winograd F(m x m, 3x3): stride 1 only.");
+    if (p.dilation_h != 1 || p.dilation_w != 1) return Support::no("Winograd F(m x m, 3x3): dilation 1 only.");
     const int64_t int_max = 2147483647;
-    if (p.c_per_group() > int_max || p.k_per_group() > int_max || tiles_of(p) > int_max)
+    if (p.c_per_group() > int_max || p.k_per_group() > int_max || tiles_of<2>(p) > int_max)
       return Support::no("a GEMM dimension exceeds the 32-bit int that the BLAS interface takes.");
     return Support::yes();
   }
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
+    return variant_workspace_bytes(p, cfg, own_choice_is_f4(p) ? "f4x4" : "f2x2");
+  }
+  // The own choice first (see kF4MinSide).
+  std::vector<std::string> variants(const Conv2dProblem& p, const ConvConfig& cfg) const override {
+    if (!can_implement(p, cfg)) return {};
+    if (own_choice_is_f4(p)) return {"f4x4", "f2x2"};
+    return {"f2x2", "f4x4"};
+  }
+  size_t variant_workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg, const std::string& v) const override {
     if (!can_implement(p, cfg)) return 0;
-    const size_t u = size_t(kE) * size_t(p.k) * size_t(p.c_per_group());
-    const size_t per_thread = size_t(kE) * size_t(chunk_tiles(p)) * size_t(p.c_per_group() + p.k_per_group());
-    return sizeof(float) * (u + size_t(omp_get_max_threads()) * per_thread);
+    return v == "f2x2" ? workspace_of<2>(p) : workspace_of<4>(p);
   }
 
   void run(const ConvCall& call) const override {
@@ -231,67 +370,18 @@ class CpuWinograd final : public Algorithm {
 #else
     const Conv2dProblem& pb = call.problem;
     if (Support ok = can_implement(pb, call.config); !ok) throw Error(StatusCode::unsupported, "cpu_winograd: " + ok.reason);
-    const size_t need = workspace_bytes(pb, call.config);
+    if (!call.variant.empty() && call.variant != "f4x4" && call.variant != "f2x2")
+      throw Error(StatusCode::invalid_problem, "cpu_winograd has no variant '" + call.variant + "' (f4x4, f2x2).");
+    const size_t need = call.variant.empty() ? workspace_bytes(pb, call.config)
+                                             : variant_workspace_bytes(pb, call.config, call.variant);
     if (call.workspace == nullptr || call.workspace_bytes < need)
       throw Error(StatusCode::invalid_tensor, "cpu_winograd needs " + std::to_string(need) +
                                                   " bytes of workspace but was given " +
                                                   std::to_string(call.workspace_bytes) + ".");
-    single_threaded_blas();
-    const bool nchw = call.config.layout == Layout::nchw;
-    const float* x = static_cast<const float*>(call.src.data);
-    float* y = static_cast<float*>(call.dst.data);
-    Geometry q{pb.p(), pb.q(), (pb.p() + kM - 1) / kM, (pb.q() + kM - 1) / kM, pb.c_per_group(), pb.k_per_group()};
-    const int64_t T = tiles_of(pb), chunk = chunk_tiles(pb), chunks = (T + chunk - 1) / chunk;
-    float* U = static_cast<float*>(call.workspace);
-    float* scratch = U + int64_t(kE) * pb.k * q.Cg;
-    const int64_t per_thread = int64_t(kE) * chunk * (q.Cg + q.Kg);
-    transform_weights(pb, static_cast<const float*>(call.wei.data), nchw, U);
-    // NOTE: with at least as many chunks as threads, each thread takes whole chunks (its V and M stay in its
-    // cache from transform to GEMM to transform); with fewer (small images: 3x3 512@7 at batch 1 is 4 tiles),
-    // the threads share each chunk: its tiles' transforms split by tile, its 36 GEMMs by element.
-    // (The workspace check above was made with the same omp_get_max_threads(): every thread of a team has
-    // its V and M.)
-    const int threads = omp_get_max_threads();
-    const bool whole_chunks = chunks >= threads;
-    auto gemm = [&](const float* Ug, const float* V, float* M, int64_t nt, int e) {
-      // M[e] (nt x Kg) = V[e] (nt x Cg) * U[e]^T (Cg x Kg)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(nt), int(q.Kg), int(q.Cg), 1.0f, V + e * nt * q.Cg,
-                  int(q.Cg), Ug + e * q.Kg * q.Cg, int(q.Cg), 0.0f, M + e * nt * q.Kg, int(q.Kg));
-    };
-    for (int64_t g = 0; g < pb.groups; ++g) {
-      const float* Ug = U + g * kE * q.Kg * q.Cg;
-      if (whole_chunks) {
-#pragma omp parallel
-        {
-          float* V = scratch + int64_t(omp_get_thread_num()) * per_thread;
-          float* M = V + int64_t(kE) * chunk * q.Cg;
-#pragma omp for schedule(dynamic, 1)
-          for (int64_t ch = 0; ch < chunks; ++ch) {
-            const int64_t t0 = ch * chunk, nt = std::min(chunk, T - t0);
-            transform_input(pb, q, x, nchw, g, t0, nt, 0, nt, V);
-            for (int e = 0; e < kE; ++e) gemm(Ug, V, M, nt, e);
-            transform_output(pb, q, M, nchw, g, t0, nt, 0, nt, call.epilogue, y);
-          }
-        }
-        continue;
-      }
-      float* V = scratch;
-      float* M = V + int64_t(kE) * chunk * q.Cg;
-      for (int64_t ch = 0; ch < chunks; ++ch) {
-        const int64_t t0 = ch * chunk, nt = std::min(chunk, T - t0);
-#pragma omp parallel
-        {
-          const int64_t nth = omp_get_num_threads(), th = omp_get_thread_num();
-          const int64_t i0 = nt * th / nth, i1 = nt * (th + 1) / nth;
-          transform_input(pb, q, x, nchw, g, t0, nt, i0, i1, V);
-#pragma omp barrier
-#pragma omp for schedule(dynamic, 1)
-          for (int e = 0; e < kE; ++e) gemm(Ug, V, M, nt, e);
-          // (the implicit barrier of the omp for: every M[e] is complete)
-          transform_output(pb, q, M, nchw, g, t0, nt, i0, i1, call.epilogue, y);
-        }
-      }
-    }
+    if (call.variant == "f2x2" || (call.variant.empty() && !own_choice_is_f4(pb)))
+      run_winograd<2>(call);
+    else
+      run_winograd<4>(call);
 #endif
   }
 };
