@@ -19,8 +19,11 @@
 // tiles in turn: it transforms their patches into its own V, runs the 36 single-threaded SGEMMs into its own
 // M, and transforms M back into dst with the epilogue (alpha, bias, residual, activation), so every output
 // element is read (residual) and written by one thread. Tiles past P or Q are computed and not stored.
-// Workspace: U (36*K*C/groups floats) plus, per OpenMP thread, V and M for one chunk of tiles.
-// measured: see docs/kernels.md ("cpu_winograd") and docs/perf.md.
+// With fewer chunks than threads the threads share each chunk (transforms by tile, GEMMs by element).
+// Workspace: U (36*K*C/groups floats; 16* for f2x2) plus, per OpenMP thread, V and M for one chunk of tiles.
+// measured (2-vCPU Zen 4, batch 1, NHWC, vs oneDNN 2.6.3; docs/perf.md, 2026-11-30): 3x3 64@56 1.04-1.16x,
+// 128@28 1.12-1.30x (F(4x4)); 256@14 0.71-0.81x (F(2x2)); 512@7 0.10-0.12x (the transformed weights, 38 MB
+// with F(4x4), are rebuilt on every call for 4 tiles).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
