@@ -32,6 +32,7 @@ const std::vector<const Algorithm*>& algorithms() {
     v.push_back(detail::make_cuda_direct_naive());
     v.push_back(detail::make_cuda_ref());
 #endif
+    v.push_back(detail::make_cpu_depthwise());  // first: it takes depthwise layers only
     v.push_back(detail::make_cpu_im2col_gemm());
     v.push_back(detail::make_cpu_direct());
     v.push_back(detail::make_cpu_winograd());  // approximate: by name only

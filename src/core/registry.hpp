@@ -8,6 +8,7 @@ namespace convkit::detail {
 
 // CPU (always compiled; optional libraries report themselves unavailable when missing)
 const Algorithm* make_cpu_ref();
+const Algorithm* make_cpu_depthwise();
 const Algorithm* make_cpu_im2col_gemm();
 const Algorithm* make_cpu_direct();
 const Algorithm* make_cpu_winograd();

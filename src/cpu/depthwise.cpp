@@ -1,0 +1,180 @@
+// cpu_depthwise: depthwise convolution (groups = C = K: each channel filtered by its own R x S filter) on the
+// CPU, vectorised along the axis that is contiguous in memory.
+//
+// What it adds over cpu_direct and cpu_im2col_gemm, which treat a depthwise layer as C convolutions of one
+// channel each (a 1-wide GEMM per group, or a direct kernel whose register tile spans 32 output channels
+// of which one is real): nothing but the R*S multiply-adds per output, laid out for the vector units.
+//   NHWC: one output row (all Q pixels, all C channels) accumulated at a time; per tap, the row's pixels
+//         whose input column lies inside the image form one range, and each adds C contiguous inputs times
+//         the tap's C filter values (the filters transposed once per call to [r][s][c]).
+//   NCHW: one output row of one channel at a time, the Q outputs of the row accumulated together; per tap,
+//         the row's outputs whose input column lies inside the image form one range (no per-element test).
+// Any R, S, stride, dilation and padding; f32; fp32 sums in tap order (bit-equal to cpu_ref on small
+// integers). The epilogue (alpha, bias, residual, activation) is applied as each output is stored; the
+// residual may alias the output (each element is read, then written, by the thread that computes it).
+// Parallelism: OpenMP over (image, output row) in NHWC, over (image, channel) planes in NCHW.
+// Workspace: the transposed filters (R*S*C floats) in NHWC; none in NCHW.
+// measured: docs/kernels.md ("cpu_depthwise") and docs/perf.md.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/activation.hpp"
+#include "core/registry.hpp"
+
+#include <omp.h>
+
+namespace convkit::detail {
+namespace {
+
+
+// The part of the epilogue after the sum, for one output element.
+inline float finish(const Epilogue& e, const float* bias, const float* res, float acc, int64_t k, int64_t idx) {
+  const bool has_bias = bias != nullptr, has_res = res != nullptr;
+  return apply_epilogue<float>(e.activation, e.alpha, e.beta, acc, has_bias, has_bias ? bias[k] : 0.0f, has_res,
+                               has_res ? res[idx] : 0.0f);
+}
+
+void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y, const Epilogue& e, float* wt) {
+  const int64_t C = pb.c, H = pb.h, W = pb.w, P = pb.p(), Q = pb.q(), RS = pb.r * pb.s;
+  const float* bias = static_cast<const float*>(e.bias);
+  const float* res = static_cast<const float*>(e.residual);
+  const bool plain = bias == nullptr && res == nullptr && e.activation == Activation::none && e.alpha == 1.0f;
+  // wt[(r*S + s)*C + c] = w[c][r][s] (KRSC with one input channel per group: w[c*R*S + r*S + s]).
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t t = 0; t < RS; ++t) wt[t * C + c] = w[c * RS + t];
+  const int64_t sw = pb.stride_w, pw = pb.pad_w, dw = pb.dilation_w;
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(Q * C));  // one output row, all channels: acc[q*C + c]
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t n = 0; n < pb.n; ++n)
+      for (int64_t p = 0; p < P; ++p) {
+        float* acc = row.data();
+        std::fill(row.begin(), row.end(), 0.0f);
+        for (int64_t r = 0; r < pb.r; ++r) {
+          const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
+          if (h < 0 || h >= H) continue;
+          const float* xr = x + (n * H + h) * W * C;
+          for (int64_t s = 0; s < pb.s; ++s) {
+            const float* wp = wt + (r * pb.s + s) * C;
+            // The outputs q whose input column q*sw - pw + s*dw lies in [0, W): [q_lo, q_hi).
+            const int64_t off = s * dw - pw;
+            const int64_t q_lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+            const int64_t q_hi = std::min(Q, W - off <= 0 ? int64_t(0) : (W - off + sw - 1) / sw);
+            for (int64_t q = q_lo; q < q_hi; ++q) {
+              const float* xp = xr + (q * sw + off) * C;
+              float* ap = acc + q * C;
+#pragma omp simd
+              for (int64_t c = 0; c < C; ++c) ap[c] += xp[c] * wp[c];
+            }
+          }
+        }
+        const int64_t base = (n * P + p) * Q * C;
+        if (plain) {
+          std::memcpy(y + base, acc, sizeof(float) * size_t(Q * C));
+        } else {
+          for (int64_t i = 0; i < Q * C; ++i) y[base + i] = finish(e, bias, res, acc[i], i % C, base + i);
+        }
+      }
+  }
+}
+
+void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y, const Epilogue& e) {
+  const int64_t C = pb.c, H = pb.h, W = pb.w, P = pb.p(), Q = pb.q(), RS = pb.r * pb.s;
+  const int64_t sw = pb.stride_w, pw = pb.pad_w, dw = pb.dilation_w;
+  const float* bias = static_cast<const float*>(e.bias);
+  const float* res = static_cast<const float*>(e.residual);
+  const bool plain = bias == nullptr && res == nullptr && e.activation == Activation::none && e.alpha == 1.0f;
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(Q));
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t n = 0; n < pb.n; ++n)
+      for (int64_t c = 0; c < C; ++c) {
+        const float* xc = x + (n * C + c) * H * W;
+        const float* wc = w + c * RS;
+        float* yc = y + (n * C + c) * P * Q;
+        for (int64_t p = 0; p < P; ++p) {
+          std::fill(row.begin(), row.end(), 0.0f);
+          float* acc = row.data();
+          for (int64_t r = 0; r < pb.r; ++r) {
+            const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
+            if (h < 0 || h >= H) continue;
+            const float* xr = xc + h * W;
+            for (int64_t s = 0; s < pb.s; ++s) {
+              const float wv = wc[r * pb.s + s];
+              // The outputs q whose input column q*sw - pw + s*dw lies in [0, W): [q_lo, q_hi).
+              const int64_t off = s * dw - pw;
+              const int64_t q_lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+              const int64_t q_hi = std::min(Q, W - off <= 0 ? int64_t(0) : (W - off + sw - 1) / sw);
+              if (sw == 1) {
+                const float* xs = xr + off;
+#pragma omp simd
+                for (int64_t q = q_lo; q < q_hi; ++q) acc[q] += xs[q] * wv;
+              } else {
+                for (int64_t q = q_lo; q < q_hi; ++q) acc[q] += xr[q * sw + off] * wv;
+              }
+            }
+          }
+          float* yr = yc + p * Q;
+          if (plain) {
+            std::memcpy(yr, acc, sizeof(float) * size_t(Q));
+          } else {
+            const int64_t base = (n * C + c) * P * Q + p * Q;
+            for (int64_t q = 0; q < Q; ++q) yr[q] = finish(e, bias, res, acc[q], c, base + q);
+          }
+        }
+      }
+  }
+}
+
+class CpuDepthwise final : public Algorithm {
+ public:
+  std::string name() const override { return "cpu_depthwise"; }
+  Device device() const override { return Device::cpu; }
+  std::string description() const override {
+    return "depthwise (groups = C = K) direct convolution, vectorised over channels (NHWC) or output columns "
+           "(NCHW), OpenMP";
+  }
+  Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
+    if (cfg.device != Device::cpu) return Support::no("runs on the CPU only.");
+    if (cfg.dtype != DType::f32) return Support::no("computes in f32 only.");
+    if (cfg.math == MathMode::tf32) return Support::no("the CPU has no tf32 mode; ask for strict f32.");
+    if (Status s = p.validate(); !s.ok()) return Support::no(s.message);
+    if (p.groups != p.c || p.k != p.c)
+      return Support::no("depthwise only: groups = C = K (one filter per channel, channel multiplier 1).");
+    return Support::yes();
+  }
+  size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
+    if (!can_implement(p, cfg) || cfg.layout != Layout::nhwc) return 0;
+    return sizeof(float) * size_t(p.r * p.s * p.c);
+  }
+  void run(const ConvCall& call) const override {
+    const Conv2dProblem& pb = call.problem;
+    if (Support ok = can_implement(pb, call.config); !ok) throw Error(StatusCode::unsupported, "cpu_depthwise: " + ok.reason);
+    const float* x = static_cast<const float*>(call.src.data);
+    const float* w = static_cast<const float*>(call.wei.data);
+    float* y = static_cast<float*>(call.dst.data);
+    if (call.config.layout == Layout::nchw) {
+      run_nchw(pb, x, w, y, call.epilogue);
+      return;
+    }
+    const size_t need = workspace_bytes(pb, call.config);
+    if (call.workspace == nullptr || call.workspace_bytes < need)
+      throw Error(StatusCode::invalid_tensor, "cpu_depthwise needs " + std::to_string(need) +
+                                                  " bytes of workspace but was given " +
+                                                  std::to_string(call.workspace_bytes) + ".");
+    run_nhwc(pb, x, w, y, call.epilogue, static_cast<float*>(call.workspace));
+  }
+};
+
+}  // namespace
+
+const Algorithm* make_cpu_depthwise() {
+  static CpuDepthwise algo;
+  return &algo;
+}
+
+}  // namespace convkit::detail
