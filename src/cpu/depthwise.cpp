@@ -33,13 +33,11 @@ namespace {
 
 // 16 floats as one value of the compiler's vector extension: kept in registers, lowered to the machine's
 // vector width (one AVX-512 register, two AVX2 ones).
+// (Passed by reference: a vector argument or return value would change the ABI where the machine's vectors
+// are narrower, and g++ warns about it.)
 typedef float v16 __attribute__((vector_size(64)));
-inline v16 load16(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof(v)); }
+inline void load16(v16& v, const float* p) { std::memcpy(&v, p, sizeof(v)); }
+inline void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof(v)); }
 constexpr int64_t kQB = 4;  // NHWC interior: output pixels accumulated together in registers
 
 
@@ -82,12 +80,17 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
               if (h < 0 || h >= H) continue;
               const float* xq = x + ((n * H + h) * W + q * sw - pw) * C + c0;
               for (int64_t s = 0; s < pb.s; ++s) {
-                const v16 wv = load16(wt + (r * pb.s + s) * C + c0);
                 const float* xs = xq + s * dw * C;
-                a0 += load16(xs) * wv;
-                a1 += load16(xs + sw * C) * wv;
-                a2 += load16(xs + 2 * sw * C) * wv;
-                a3 += load16(xs + 3 * sw * C) * wv;
+                v16 wv, x0, x1, x2, x3;
+                load16(wv, wt + (r * pb.s + s) * C + c0);
+                load16(x0, xs);
+                load16(x1, xs + sw * C);
+                load16(x2, xs + 2 * sw * C);
+                load16(x3, xs + 3 * sw * C);
+                a0 += x0 * wv;
+                a1 += x1 * wv;
+                a2 += x2 * wv;
+                a3 += x3 * wv;
               }
             }
             store16(acc + q * C + c0, a0);
