@@ -10,26 +10,15 @@
 #include <vector>
 
 #include "convkit/convkit.hpp"
+#include "test_util.hpp"
 
 using namespace convkit;
 
 namespace {
 
-TensorView view(std::vector<float>& v, Layout l, std::array<int64_t, 4> dims) {
-  TensorView t;
-  t.data = v.data();
-  t.dtype = DType::f32;
-  t.layout = l;
-  t.device = Device::cpu;
-  t.dims = dims;
-  return t;
-}
-
 std::vector<float> small_ints(size_t n, std::mt19937& rng) {
-  std::uniform_int_distribution<int> d(-3, 3);
-  std::vector<float> v(n);
-  for (auto& x : v) x = float(d(rng));
-  return v;
+  const std::vector<double> d = ckt::small_ints(n, rng);
+  return std::vector<float>(d.begin(), d.end());
 }
 
 TEST(Depthwise, BitEqualToReferenceOnLargerShapes) {
@@ -50,7 +39,8 @@ TEST(Depthwise, BitEqualToReferenceOnLargerShapes) {
           e.residual = y->data();
           RunOptions o;
           o.algo = y == &want ? "cpu_ref" : "cpu_depthwise";
-          conv2d(p, view(x, l, input_dims(p)), view(w, l, weight_dims(p)), view(*y, l, output_dims(p)), e, o);
+          conv2d(p, ckt::cpu_f32_view(x, l, input_dims(p)), ckt::cpu_f32_view(w, l, weight_dims(p)),
+                 ckt::cpu_f32_view(*y, l, output_dims(p)), e, o);
         }
         ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
             << spec << " " << to_string(l) << " act " << int(act);

@@ -134,6 +134,11 @@ inline std::vector<double> small_ints(size_t n, std::mt19937& rng, int lo = -3, 
 
 // ---- host tensors -------------------------------------------------------------------------------
 
+// A CPU f32 view of `v` as a tensor of `dims` in `layout` (for tests that keep their tensors as vectors).
+inline TensorView cpu_f32_view(std::vector<float>& v, Layout layout, std::array<int64_t, 4> dims) {
+  return TensorView{v.data(), DType::f32, layout, Device::cpu, dims};
+}
+
 // A packed tensor in host memory, in any dtype and layout, filled from logical (N,C,H,W-ordered) values.
 struct HostTensor {
   DType dtype = DType::f32;

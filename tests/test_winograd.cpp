@@ -10,37 +10,17 @@
 #include <vector>
 
 #include "convkit/convkit.hpp"
+#include "core/compare.hpp"
 #include "core/tune.hpp"
+#include "test_util.hpp"
 
 using namespace convkit;
 
 namespace {
 
-TensorView view(std::vector<float>& v, Layout l, std::array<int64_t, 4> dims) {
-  TensorView t;
-  t.data = v.data();
-  t.dtype = DType::f32;
-  t.layout = l;
-  t.device = Device::cpu;
-  t.dims = dims;
-  return t;
-}
-
 std::vector<float> gaussian(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double d = double(got[i]) - double(want[i]);
-    num += d * d;
-    den += double(want[i]) * double(want[i]);
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
+  const std::vector<double> d = ckt::gaussian(n, rng);
+  return std::vector<float>(d.begin(), d.end());
 }
 
 // y = act(conv + bias + residual) by `algo`, the residual being y itself (in place) when `in_place`.
@@ -55,7 +35,8 @@ std::vector<float> run(const Conv2dProblem& p, Layout l, std::vector<float> x, s
   RunOptions o;
   o.algo = algo;
   o.variant = variant;
-  conv2d(p, view(x, l, input_dims(p)), view(w, l, weight_dims(p)), view(y, l, output_dims(p)), e, o);
+  conv2d(p, ckt::cpu_f32_view(x, l, input_dims(p)), ckt::cpu_f32_view(w, l, weight_dims(p)),
+         ckt::cpu_f32_view(y, l, output_dims(p)), e, o);
   return y;
 }
 
@@ -75,9 +56,12 @@ TEST(Winograd, ManyAndFewChunksEveryEpilogueBothLayoutsBothVariants) {
         const auto want = run(p, l, x, w, b, r, act, in_place, "cpu_ref");
         for (const char* variant : {"", "f4x4", "f2x2"}) {
           const auto got = run(p, l, x, w, b, r, act, in_place, "cpu_winograd", variant);
-          for (float v : got) ASSERT_TRUE(std::isfinite(v)) << spec << " " << to_string(l) << " " << variant;
-          const double err = rel_l2(got, want);  // (measured ~1e-6; the bound is 1e-4)
-          EXPECT_LE(err, 1e-5) << spec << " " << to_string(l) << " act " << int(act) << " variant '" << variant << "'";
+          const auto cmp =
+              detail::compare(got.data(), DType::f32, want.data(), DType::f32, int64_t(got.size()));
+          ASSERT_EQ(cmp.nonfinite, 0) << spec << " " << to_string(l) << " " << variant;
+          // (measured ~1e-6; the bound is 1e-4)
+          EXPECT_LE(cmp.rel_l2, 1e-5) << spec << " " << to_string(l) << " act " << int(act) << " variant '" << variant
+                                      << "'";
         }
       }
 }
@@ -111,9 +95,9 @@ TEST(Winograd, ShortWorkspaceIsAnError) {
   ConvCall c;
   c.problem = p;
   c.config = cfg;
-  c.src = view(x, Layout::nchw, input_dims(p));
-  c.wei = view(w, Layout::nchw, weight_dims(p));
-  c.dst = view(y, Layout::nchw, output_dims(p));
+  c.src = ckt::cpu_f32_view(x, Layout::nchw, input_dims(p));
+  c.wei = ckt::cpu_f32_view(w, Layout::nchw, weight_dims(p));
+  c.dst = ckt::cpu_f32_view(y, Layout::nchw, output_dims(p));
   c.workspace = ws.data();
   c.workspace_bytes = ws.size() * sizeof(float);
   try {
