@@ -3,7 +3,8 @@
 # missing). The CUDA toolkit is not installed here: with nvcc on PATH the CUDA algorithms are built too.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
-      libopenblas-dev libdnnl-dev            # CPU: im2col+GEMM and the oneDNN peer
+      libopenblas-dev                        # CPU: im2col+GEMM, Winograd
+      libdnnl-dev ocl-icd-opencl-dev         # the oneDNN peer (Debian's dnnl config requires OpenCL)
       libcli11-dev libfmt-dev nlohmann-json3-dev libstb-dev   # the CLI
       libgtest-dev libgmock-dev)             # tests
 missing=()

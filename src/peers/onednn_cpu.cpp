@@ -115,7 +115,12 @@ class OneDnnCpu final : public Algorithm {
 #ifdef CONVKIT_HAVE_ONEDNN
     return Support::yes();
 #else
-    return Support::no("built without oneDNN (apt-get install libdnnl-dev, then reconfigure).");
+#ifdef CONVKIT_ONEDNN_MISSING_REASON
+    return Support::no(std::string("built without oneDNN: ") + CONVKIT_ONEDNN_MISSING_REASON +
+                       " (apt-get install libdnnl-dev ocl-icd-opencl-dev, then reconfigure).");
+#else
+    return Support::no("built without oneDNN (apt-get install libdnnl-dev ocl-icd-opencl-dev, then reconfigure).");
+#endif
 #endif
   }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
