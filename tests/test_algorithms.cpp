@@ -130,13 +130,14 @@ EpilogueSpec random_epilogue(std::mt19937& rng, bool exact) {
   e.residual = u(0, 99) < 35;
   e.residual_aliases_dst = e.residual && u(0, 1) == 1;
   if (exact) {
-    e.activation = u(0, 1) ? Activation::relu : Activation::none;
+    const Activation exact_acts[] = {Activation::none, Activation::relu, Activation::relu6};
+    e.activation = exact_acts[u(0, 2)];
     if (u(0, 5) == 0) {  // still exact: powers of two and small integers
       e.alpha = 2.0f;
       e.beta = -1.0f;
     }
   } else {
-    e.activation = static_cast<Activation>(u(0, 3));
+    e.activation = static_cast<Activation>(u(0, 5));  // every activation, relu6 and hardswish included
     if (u(0, 3) == 0) {
       const float alphas[] = {0.5f, -1.25f, 2.0f, 0.0f};
       const float betas[] = {0.5f, 0.0f, -2.0f, 1.5f};

@@ -649,7 +649,7 @@ TEST(Names, EnumsRoundTripAndBadNamesListTheChoices) {
   bad(parse_dtype, "f64", "f32, f16 or bf16");
   bad(parse_layout, "nchw8c", "nchw or nhwc");
   bad(parse_device, "tpu", "cpu or cuda");
-  bad(parse_activation, "tanh", "none, relu, silu or gelu");
+  bad(parse_activation, "tanh", "none, relu, silu, gelu, relu6 or hardswish");
 }
 
 TEST(Names, ConfigAndStatusStrings) {

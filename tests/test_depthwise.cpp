@@ -55,3 +55,94 @@ TEST(Depthwise, TheHeuristicChoosesItForDepthwiseLayersOnly) {
 }
 
 }  // namespace
+
+// ---- cuda_depthwise -------------------------------------------------------------------------------
+// Filters 1x1 to 31x31, multipliers 1, 2, 4 and 3, stride 2 on odd sizes, dilation 2, padding past R/2,
+// channel counts off the vector width (3, 17, 145), batch 1, 1x1 and 1xW images: bit-equal to cpu_ref on
+// small integers in f32 (both layouts, every epilogue, the residual in place), within the 16-bit bound in
+// f16/bf16 on Gaussian data.
+namespace {
+
+const char* kGpuDepthwiseSpecs[] = {
+    "n2c32h17w19k32r3s3p1g32",       "n1c144h14w14k144r3s3p1u2g144", "n2c17h9w13k17r5s5p2g17",
+    "n1c3h11w7k3r7s7p3g3",           "n1c145h9w9k145r3s3p1g145",     "n2c16h12w12k16r3s3p4d2g16",
+    "n1c8h40w40k8r31s31p15g8",       "n1c16h1w1k16r3s3p1g16",        "n2c24h1w37k24r1s5p0pw2g24",
+    "n1c16h15w15k32r3s3p1g16",       "n1c8h13w11k32r3s3p1u2g8",      "n1c9h10w10k27r5s5p2g9",
+    "n3c64h23w29k64r1s1g64",         "n1c40h21w21k40r7s7p3u2d2g40",  "n1c96h28w28k96r7s7p3g96",
+    "n1c16h8w8k16r3s3p0u3g16",       "n2c48h31w5k48r3s1p1g48",       "n1c8h19w19k8r11s11p5d2g8"};
+
+const Algorithm* gpu_depthwise() { return find_algorithm("cuda_depthwise"); }
+
+TEST(CudaDepthwise, BitEqualToReferenceOnSmallIntegersF32) {
+  const Algorithm* a = gpu_depthwise();
+  if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  uint32_t seed = 100;
+  for (const char* spec : kGpuDepthwiseSpecs)
+    for (Layout l : {Layout::nchw, Layout::nhwc})
+      for (int e = 0; e < 3; ++e) {
+        const Conv2dProblem p = Conv2dProblem::parse(spec);
+        const ConvConfig cfg{DType::f32, l, Device::cuda, MathMode::strict};
+        ASSERT_TRUE(a->can_implement(p, cfg)) << spec << ": " << a->can_implement(p, cfg).reason;
+        ckt::EpilogueSpec es;
+        es.bias = e >= 1;
+        es.activation = e == 1 ? Activation::relu : e == 2 ? Activation::relu6 : Activation::none;
+        es.residual = e == 2;
+        es.residual_aliases_dst = e == 2 && (seed % 2 == 0);
+        const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, ckt::Fill::small_ints);
+        const ckt::HostTensor want = ckt::reference(c);
+        const ckt::HostTensor got = ckt::run_case(*a, c);
+        const ckt::Verdict v = ckt::check_output(*a, c, got, want.memory_order(), 1e-5, /*exact=*/true);
+        EXPECT_TRUE(v.ok) << v.message;
+      }
+}
+
+TEST(CudaDepthwise, SixteenBitWithinBoundEveryActivation) {
+  const Algorithm* a = gpu_depthwise();
+  if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  uint32_t seed = 500;
+  int act = 0;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const char* spec : kGpuDepthwiseSpecs)
+      for (Layout l : {Layout::nchw, Layout::nhwc}) {
+        const Conv2dProblem p = Conv2dProblem::parse(spec);
+        const ConvConfig cfg{dt, l, Device::cuda, MathMode::strict};
+        ckt::EpilogueSpec es;
+        es.bias = true;
+        es.residual = (seed % 3) == 0;
+        es.residual_aliases_dst = es.residual && (seed % 2 == 0);
+        es.activation = static_cast<Activation>(act++ % 6);
+        const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, ckt::Fill::gaussian);
+        const ckt::HostTensor want = ckt::reference(c);
+        const ckt::HostTensor got = ckt::run_case(*a, c);
+        const ckt::Verdict v = ckt::check_output(*a, c, got, want.memory_order(), 1e-2, /*exact=*/false);
+        EXPECT_TRUE(v.ok) << v.message;
+      }
+}
+
+TEST(CudaDepthwise, RejectsWhatItCannotDoWithAReason) {
+  const Algorithm* a = gpu_depthwise();
+  if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
+  const ConvConfig cfg{DType::f32, Layout::nhwc, Device::cuda, MathMode::strict};
+  const Support dense = a->can_implement(Conv2dProblem::parse("n1c32h8w8k32r3s3p1"), cfg);
+  EXPECT_FALSE(dense);
+  EXPECT_NE(dense.reason.find("depthwise"), std::string::npos) << dense.reason;
+  const Support huge = a->can_implement(Conv2dProblem::parse("n1c8h400w400k8r31s31p60d4g8"), cfg);
+  EXPECT_FALSE(huge);
+  EXPECT_NE(huge.reason.find("shared memory"), std::string::npos) << huge.reason;
+  EXPECT_TRUE(a->can_implement(Conv2dProblem::parse("n1c8h400w400k8r31s31p15g8"), cfg));
+}
+
+TEST(CudaDepthwise, TheHeuristicChoosesItForDepthwiseLayers) {
+  const Algorithm* a = gpu_depthwise();
+  if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  for (DType dt : {DType::f32, DType::bf16})
+    for (Layout l : {Layout::nchw, Layout::nhwc}) {
+      const ConvConfig cfg{dt, l, Device::cuda, MathMode::strict};
+      EXPECT_EQ(select(Conv2dProblem::parse("n32c144h56w56k144r3s3p1g144"), cfg).name(), "cuda_depthwise");
+    }
+}
+
+}  // namespace

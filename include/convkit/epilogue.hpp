@@ -10,7 +10,8 @@
 
 namespace convkit {
 
-enum class Activation { none, relu, silu, gelu };
+// relu6 = min(max(x, 0), 6) (MobileNetV2); hardswish = x * relu6(x + 3) / 6 (MobileNetV3), as PyTorch.
+enum class Activation { none, relu, silu, gelu, relu6, hardswish };
 
 const char* to_string(Activation);
 // Throws convkit::Error(invalid_problem) naming the accepted values.

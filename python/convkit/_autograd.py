@@ -1,7 +1,8 @@
 """Backward formulas for torch.ops.convkit, registered with torch.library.register_autograd.
 
 conv2d / conv2d_per_sample, with y = act(z), z = conv(x, w) + bias + residual and gz = dL/dz:
-  * through the activation: relu uses the saved output (y > 0); silu and gelu recompute z with one more
+  * through the activation: relu and relu6 use the saved output (0 < y, y < 6); silu, gelu and hardswish
+    recompute z with one more
     convkit forward (no pre-activation copy is kept from the fused forward).
   * bias: gz summed over batch and pixels; residual: gz itself.
   * input (data gradient): for stride 1 and padding <= dilation*(R-1) it IS a convolution, run by convkit:
@@ -109,7 +110,9 @@ def _through_activation(grad, activation, out, recompute_z):
         return grad
     if activation == "relu":
         return grad * (out > 0).to(grad.dtype)
-    if activation not in ("silu", "gelu"):
+    if activation == "relu6":  # (as PyTorch's hardtanh backward: zero at both ends of the clip)
+        return grad * ((out > 0) & (out < 6)).to(grad.dtype)
+    if activation not in ("silu", "gelu", "hardswish"):
         raise ValueError(f"convkit: unknown activation '{activation}'.")
     # NOTE: the derivative is computed in float32 for 16-bit tensors (as PyTorch's own silu/gelu backward do)
     # and rounded once: five bf16 roundings in a row would cost ~1e-2 relative.
@@ -118,6 +121,8 @@ def _through_activation(grad, activation, out, recompute_z):
     if activation == "silu":
         s = torch.sigmoid(zf)
         d = s * (1 + zf * (1 - s))
+    elif activation == "hardswish":  # (PyTorch's hardswish_backward: 0 below -3, z/3 + 1/2 up to 3, then 1)
+        d = torch.where(zf < -3, torch.zeros_like(zf), torch.where(zf <= 3, zf / 3 + 0.5, torch.ones_like(zf)))
     else:
         cdf = 0.5 * (1.0 + torch.erf(zf * (1.0 / math.sqrt(2.0))))
         pdf = torch.exp(-0.5 * zf * zf) * (1.0 / math.sqrt(2.0 * math.pi))

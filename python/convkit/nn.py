@@ -1,5 +1,6 @@
 """Drop-in modules: convkit.nn.Conv2d (a torch.nn.Conv2d whose forward runs convkit), Conv2dAct (the same with a
-fused activation) and convert(model), which swaps every torch.nn.Conv2d in a model."""
+fused activation), convert(model), which swaps every torch.nn.Conv2d in a model, and fuse(model) (convkit.fuse:
+BatchNorm, activation and residual add folded into the convolutions)."""
 from typing import Optional
 
 import torch
@@ -94,7 +95,7 @@ class Conv2d(torch.nn.Conv2d):
 
 
 class Conv2dAct(Conv2d):
-    """Conv2d followed by an activation (relu, silu, gelu or none), fused into the kernel's store.
+    """Conv2d followed by an activation (relu, silu, gelu, relu6, hardswish or none), fused into the kernel's store.
 
     forward(x, residual=None): act(conv(x) + bias + residual).
     """
@@ -127,3 +128,10 @@ def convert(model: torch.nn.Module, algo: str = "auto",
         else:
             convert(child, algo=algo, memory_format=memory_format)
     return model
+
+
+def fuse(model: torch.nn.Module, **kwargs) -> torch.nn.Module:
+    """convkit.fuse (see convkit/_fuse.py): BatchNorm, activations and residual adds folded into convkit
+    convolutions of a copy of the eval-mode model."""
+    from ._fuse import fuse as _fuse
+    return _fuse(model, **kwargs)

@@ -88,12 +88,15 @@ at::Tensor through_activation(const at::Tensor& grad, const std::string& act, co
                               const std::function<at::Tensor()>& recompute_z) {
   if (act == "none") return grad;
   if (act == "relu") return grad * out.gt(0).to(grad.scalar_type());
-  TORCH_CHECK_VALUE(act == "silu" || act == "gelu", "convkit: unknown activation '", act, "'.");
+  if (act == "relu6") return grad * at::logical_and(out.gt(0), out.lt(6)).to(grad.scalar_type());
+  TORCH_CHECK_VALUE(act == "silu" || act == "gelu" || act == "hardswish", "convkit: unknown activation '", act, "'.");
   const at::Tensor zf = recompute_z().to(at::kFloat), gf = grad.to(at::kFloat);
   at::Tensor d;
   if (act == "silu") {
     const at::Tensor s = at::sigmoid(zf);
     d = s * (1 + zf * (1 - s));
+  } else if (act == "hardswish") {
+    d = at::where(zf.lt(-3), at::zeros_like(zf), at::where(zf.le(3), zf / 3 + 0.5, at::ones_like(zf)));
   } else {
     const at::Tensor cdf = 0.5 * (1.0 + at::erf(zf * (1.0 / std::sqrt(2.0))));
     const at::Tensor pdf = at::exp(-0.5 * zf * zf) * (1.0 / std::sqrt(2.0 * M_PI));

@@ -21,6 +21,11 @@ CONVKIT_HD T activate(Activation act, T x) {
     case Activation::relu: return x > T(0) ? x : T(0);
     case Activation::silu: return x / (T(1) + exp(-x));
     case Activation::gelu: return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
+    case Activation::relu6: return x > T(0) ? (x < T(6) ? x : T(6)) : T(0);
+    case Activation::hardswish: {
+      const T t = x + T(3);
+      return x * (t > T(0) ? (t < T(6) ? t : T(6)) : T(0)) / T(6);
+    }
     case Activation::none: default: return x;
   }
 }

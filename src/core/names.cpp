@@ -39,6 +39,8 @@ const char* to_string(Activation a) {
     case Activation::relu: return "relu";
     case Activation::silu: return "silu";
     case Activation::gelu: return "gelu";
+    case Activation::relu6: return "relu6";
+    case Activation::hardswish: return "hardswish";
   }
   return "?";
 }
@@ -66,7 +68,9 @@ Activation parse_activation(const std::string& s) {
   if (s == "relu") return Activation::relu;
   if (s == "silu") return Activation::silu;
   if (s == "gelu") return Activation::gelu;
-  throw Error(StatusCode::invalid_problem, "unknown activation '" + s + "' (expected none, relu, silu or gelu)");
+  if (s == "relu6") return Activation::relu6;
+  if (s == "hardswish") return Activation::hardswish;
+  throw Error(StatusCode::invalid_problem, "unknown activation '" + s + "' (expected none, relu, silu, gelu, relu6 or hardswish)");
 }
 
 std::string ConvConfig::to_string() const {

@@ -21,7 +21,8 @@ const std::vector<const Algorithm*>& algorithms() {
   static const std::vector<const Algorithm*> list = [] {
     std::vector<const Algorithm*> v;
 #ifdef CONVKIT_WITH_CUDA
-    v.push_back(detail::make_cuda_igemm_wgmma());  // first: the fastest where it applies (Hopper; f16/bf16 with C/groups % 8 == 0, tf32 with % 4)
+    v.push_back(detail::make_cuda_depthwise());  // first: it takes depthwise layers only, where every GEMM tile is mostly zeros
+    v.push_back(detail::make_cuda_igemm_wgmma());  // the fastest where it applies (Hopper; f16/bf16 with C/groups % 8 == 0, tf32 with % 4)
     v.push_back(detail::make_cuda_conv_wgmma_halo());  // Hopper, stride 1, C % 64, small filter banks: the halo kernel
     v.push_back(detail::make_cuda_igemm_mma());
     v.push_back(detail::make_cuda_igemm_wmma());

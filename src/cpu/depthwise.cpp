@@ -190,7 +190,8 @@ class CpuDepthwise final : public Algorithm {
     if (cfg.math == MathMode::tf32) return Support::no("the CPU has no tf32 mode; ask for strict f32.");
     if (Status s = p.validate(); !s.ok()) return Support::no(s.message);
     if (p.groups != p.c || p.k != p.c)
-      return Support::no("depthwise only: groups = C = K (one filter per channel, channel multiplier 1).");
+      return Support::no("depthwise with channel multiplier 1 only (groups = C = K); multipliers > 1 and other "
+                         "grouped layers go to the next algorithm (cpu_im2col_gemm).");
     return Support::yes();
   }
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {

@@ -235,7 +235,7 @@ class CpuDirect final : public Algorithm {
             // Merge the tile into dst with the epilogue.
             const int64_t nk = std::min<int64_t>(KB, Kg - kb * KB);
             const int64_t kbase = g * Kg + kb * KB;
-            if (nhwc && nk == KB && e.activation != Activation::silu && e.activation != Activation::gelu) {
+            if (nhwc && nk == KB && (e.activation == Activation::none || e.activation == Activation::relu)) {
               // Whole vectors along the contiguous channel dimension.
               const bool relu = e.activation == Activation::relu;
               for (int64_t j = 0; j < nq; ++j) {
@@ -254,7 +254,7 @@ class CpuDirect final : public Algorithm {
               }
               continue;
             }
-            // General case (NCHW, or a channel tail, or silu/gelu): per channel, a run of nq pixels that is
+            // General case (NCHW, or a channel tail, or an activation other than relu): per channel, a run of nq pixels that is
             // contiguous in NCHW; branches hoisted out of the pixel loop so it vectorises.
             for (int64_t kk = 0; kk < nk; ++kk) {
               const int64_t k = kbase + kk;

@@ -97,6 +97,8 @@ dnnl::algorithm act_alg(Activation a) {
     case Activation::relu: return dnnl::algorithm::eltwise_relu;
     case Activation::silu: return dnnl::algorithm::eltwise_swish;
     case Activation::gelu: return dnnl::algorithm::eltwise_gelu_erf;
+    case Activation::relu6: return dnnl::algorithm::eltwise_clip;     // clip(x, 0, 6)
+    case Activation::hardswish: return dnnl::algorithm::eltwise_hardswish;
     default: return dnnl::algorithm::undef;
   }
 }
@@ -287,9 +289,10 @@ class OneDnnCpu final : public Algorithm {
           plan.bias_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len() - 1) | DNNL_ARG_SRC_1;
         }
         if (e.activation != Activation::none) {
-          // swish(x) = x * sigmoid(alpha x): alpha = 1 is silu.
+          // swish(x) = x * sigmoid(alpha x): alpha = 1 is silu; clip(x, alpha, beta) with 0 and 6 is relu6.
           const float a = e.activation == Activation::silu ? 1.0f : 0.0f;
-          ops.append_eltwise(1.0f, act_alg(e.activation), a, 0.0f);
+          const float b = e.activation == Activation::relu6 ? 6.0f : 0.0f;
+          ops.append_eltwise(1.0f, act_alg(e.activation), a, b);
         }
         attr.set_post_ops(ops);
       }

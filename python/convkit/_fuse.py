@@ -1,0 +1,465 @@
+"""convkit.fuse(model) (also convkit.nn.fuse): BatchNorm, the activation and the residual add folded into each convolution.
+
+    fused = convkit.fuse(model.eval())      # a new module; `model` is left as it was
+    print(fused.convkit_summary)            # what was fused, what was left and why
+    y = fused(x)                            # or torch.compile(fused, fullgraph=True)(x)
+
+The model is traced with torch.fx (symbolic tracing). Where it cannot be traced whole, each child module is
+fused on its own, recursively, and whatever still cannot be traced is left as it was (the summary says so).
+For every convolution (torch.nn.Conv2d, or a convkit.nn.Conv2d without an activation) the pass looks at what
+consumes its output, one single-use step at a time:
+
+    conv -> [BatchNorm2d] -> [activation]                      act(bn(conv(x)))
+    conv -> [BatchNorm2d] -> add(other) -> [activation]        act(bn(conv(x)) + other)
+
+and replaces the whole chain by one convkit.FusedConv2d:
+  * BatchNorm2d with running statistics (affine or not) is folded into the weight and bias
+    (torch.nn.utils.fusion.fuse_conv_bn_weights, computed in float32, then cast to the parameter dtype);
+    one without running statistics (track_running_stats=False) normalises with the batch's own statistics
+    and is left, with that reason.
+  * activations: ReLU, ReLU6, SiLU, GELU (exact erf form), Hardswish; module, functional, method and in-place
+    forms (nn.ReLU(inplace=True), F.relu, torch.relu, x.relu_(), F.hardtanh(x, 0, 6), ...).
+  * the add: `+`, `+=`, torch.add and Tensor.add(_) without alpha, of the chain's output and any other tensor.
+    When both operands are convolution chains, the one whose convolution runs last takes the add (the
+    other's output is then ready when it runs). The residual epilogue needs the other operand in the output's
+    shape, dtype, device and memory format: this is checked on every call, and a call where it does not hold
+    runs the convolution and then adds and activates in PyTorch (always the same answer, not always fused).
+  * an output used more than once ends its chain there: a conv output used twice is never folded into a
+    residual.
+  * in eval mode nn.Dropout, nn.Identity and torchvision's StochasticDepth are the identity and are dropped,
+    so that EfficientNet's `block(x) + x` reaches the add.
+ConvTranspose2d, Linear and everything else stay as they were; convolutions that nothing fuses with still
+become convkit convolutions. convkit.FusedConv2d is the module that replaces a chain.
+
+Training mode is refused (RuntimeError): BatchNorm's statistics move while training, so no fold is valid.
+The fused model owns copies of the weights: call fuse again after the original's weights change.
+"""
+import copy
+import operator
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+from torch.nn.utils.fusion import fuse_conv_bn_weights
+
+from . import nn as cnn
+
+__all__ = ["fuse", "FusedConv2d", "FuseSummary"]
+
+
+class FusedConv2d(cnn.Conv2d):
+    """A convkit convolution with BatchNorm folded in and a fused activation and residual.
+
+    forward(x, residual=None) = act(conv(x) + bias + residual). A residual that cannot go to the epilogue
+    (another shape, dtype, device or memory format than the output; broadcasting) is added after the
+    convolution by PyTorch instead, and the activation applied after it: the same function either way.
+    """
+
+    def __init__(self, *args, activation: str = "none", fused_from: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self._activation = activation
+        self.fused_from = fused_from
+
+    @property
+    def activation(self):
+        return self._activation
+
+    def extra_repr(self):
+        s = super().extra_repr()
+        return s + (f", fused_from='{self.fused_from}'" if self.fused_from else "")
+
+    def _residual_fits(self, x, residual):
+        if residual.dtype != x.dtype or residual.device != x.device or residual.dim() != x.dim():
+            return False
+        # The output's shape (padding modes, 'same' and 'valid' included: what the convolution will produce).
+        n = x.shape[0] if x.dim() == 4 else None
+        sizes = []
+        for i in range(2):
+            h = x.shape[-2 + i]
+            k, st, d = self.kernel_size[i], self.stride[i], self.dilation[i]
+            if self.padding == "valid":
+                pad = 0
+            elif self.padding == "same":
+                pad = d * (k - 1)  # total; 'same' keeps h at stride 1
+                sizes.append(h)
+                continue
+            else:
+                pad = 2 * self.padding[i]
+            sizes.append((h + pad - d * (k - 1) - 1) // st + 1)
+        want = ([n] if n is not None else []) + [self.out_channels] + sizes
+        if list(residual.shape) != want:
+            return False
+        if x.dim() == 4:
+            # The output takes x's memory format (channels_last stays channels_last).
+            cl = cnn._is_channels_last(x)
+            if cl:
+                return residual.is_contiguous(memory_format=torch.channels_last)
+            return residual.is_contiguous()
+        return residual.is_contiguous()
+
+    def forward(self, x, residual: Optional[torch.Tensor] = None):
+        if residual is None or self._residual_fits(x, residual):
+            return super().forward(x, residual)
+        act, self._activation = self._activation, "none"
+        try:
+            y = super().forward(x)
+        finally:
+            self._activation = act
+        return _apply_activation(y + residual, act)
+
+
+def _apply_activation(y, act):
+    if act == "none":
+        return y
+    if act == "relu":
+        return F.relu(y)
+    if act == "relu6":
+        return F.relu6(y)
+    if act == "silu":
+        return F.silu(y)
+    if act == "gelu":
+        return F.gelu(y)
+    if act == "hardswish":
+        return F.hardswish(y)
+    raise ValueError(f"convkit.fuse: unknown activation '{act}'.")
+
+
+@dataclass
+class FuseEntry:
+    where: str         # the convolution's module path (or the subtree that was left)
+    fused: List[str]   # e.g. ["conv", "bn", "add", "relu"]
+    note: str = ""     # why a chain stopped where it did, or why something was left
+
+
+@dataclass
+class FuseSummary:
+    """What convkit.fuse did: one entry per convolution call site and one per thing it left, with the reason.
+
+    print(summary) shows a table; .convs, .bn_folded, .activations and .residuals count.
+    """
+    entries: List[FuseEntry] = field(default_factory=list)
+    left: List[FuseEntry] = field(default_factory=list)
+
+    @property
+    def convs(self):
+        return len(self.entries)
+
+    @property
+    def bn_folded(self):
+        return sum("bn" in e.fused for e in self.entries)
+
+    @property
+    def activations(self):
+        return sum(any(a in e.fused for a in _ACT_NAMES) for e in self.entries)
+
+    @property
+    def residuals(self):
+        return sum("add" in e.fused for e in self.entries)
+
+    def extend(self, other, prefix):
+        for e in other.entries:
+            self.entries.append(FuseEntry(_join(prefix, e.where), e.fused, e.note))
+        for e in other.left:
+            self.left.append(FuseEntry(_join(prefix, e.where), e.fused, e.note))
+
+    def __str__(self):
+        lines = [f"convkit.fuse: {self.convs} convolutions; {self.bn_folded} BatchNorms folded, "
+                 f"{self.activations} activations and {self.residuals} residual adds in the epilogue"]
+        w = max([len(e.where) for e in self.entries + self.left] + [8])
+        for e in self.entries:
+            lines.append(f"  {e.where:<{w}}  {' + '.join(e.fused):<28} {e.note}".rstrip())
+        if self.left:
+            lines.append("left as it was:")
+            for e in self.left:
+                lines.append(f"  {e.where:<{w}}  {e.note}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+_ACT_NAMES = ("relu", "relu6", "silu", "gelu", "hardswish")
+
+
+def _join(prefix, name):
+    return f"{prefix}.{name}" if prefix and name else (prefix or name)
+
+
+# ---- recognising nodes -------------------------------------------------------------------------------
+
+def _module(gm, node):
+    if node.op != "call_module":
+        return None
+    return gm.get_submodule(node.target)
+
+
+def _is_conv(gm, node):
+    m = _module(gm, node)
+    if type(m) is torch.nn.Conv2d:
+        return True
+    return isinstance(m, cnn.Conv2d) and m._activation == "none" and not isinstance(m, FusedConv2d)
+
+
+def _activation_of(gm, node):
+    """The convkit activation name `node` computes from its first argument alone, or None."""
+    m = _module(gm, node)
+    if m is not None:
+        t = type(m)
+        if t is torch.nn.ReLU:
+            return "relu"
+        if t is torch.nn.ReLU6:
+            return "relu6"
+        if t is torch.nn.SiLU:
+            return "silu"
+        if t is torch.nn.Hardswish:
+            return "hardswish"
+        if t is torch.nn.GELU and m.approximate == "none":
+            return "gelu"
+        if t is torch.nn.Hardtanh and m.min_val == 0.0 and m.max_val == 6.0:
+            return "relu6"
+        return None
+    if node.op == "call_function":
+        f = node.target
+        extra = [a for a in node.args[1:]]
+        if f in (F.relu, torch.relu, torch.relu_, F.relu_):
+            return "relu"
+        if f is F.relu6:
+            return "relu6"
+        if f is F.silu:
+            return "silu"
+        if f is F.hardswish:
+            return "hardswish"
+        if f is F.gelu:
+            return "gelu" if node.kwargs.get("approximate", "none") == "none" and not extra else None
+        if f in (F.hardtanh, F.hardtanh_):
+            lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min_val", -1.0)
+            hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max_val", 1.0)
+            return "relu6" if (lo, hi) == (0.0, 6.0) else None
+        return None
+    if node.op == "call_method" and node.target in ("relu", "relu_"):
+        return "relu"
+    return None
+
+
+def _add_other(node, chain_out):
+    """For an add of chain_out and another tensor node: that other node; else None."""
+    if node.op == "call_function" and node.target in (operator.add, operator.iadd, torch.add):
+        if node.kwargs.get("alpha", 1) != 1 or node.kwargs.get("out") is not None or len(node.args) != 2:
+            return None
+        a, b = node.args
+    elif node.op == "call_method" and node.target in ("add", "add_"):
+        if node.kwargs.get("alpha", 1) != 1 or len(node.args) != 2:
+            return None
+        a, b = node.args
+        if node.target == "add_" and a is not chain_out:
+            return None  # other.add_(conv): the result must live in `other`'s storage
+    else:
+        return None
+    other = b if a is chain_out else a if b is chain_out else None
+    if other is None or other is chain_out or not isinstance(other, torch.fx.Node):
+        return None
+    return other
+
+
+def _is_bn(gm, node):
+    return type(_module(gm, node)) is torch.nn.BatchNorm2d
+
+
+def _is_identity_in_eval(gm, node):
+    m = _module(gm, node)
+    if m is None:
+        return False
+    if type(m) in (torch.nn.Identity, torch.nn.Dropout, torch.nn.Dropout2d):
+        return not m.training or type(m) is torch.nn.Identity
+    name = type(m).__module__ + "." + type(m).__name__
+    return name == "torchvision.ops.stochastic_depth.StochasticDepth" and not m.training
+
+
+def _single_user(node):
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+# ---- the pass ----------------------------------------------------------------------------------------
+
+def _fold(conv, bn):
+    """(weight, bias) of conv with bn folded, computed in float32 and cast to the conv's parameter dtype."""
+    w = conv.weight.detach()
+    dt = w.dtype
+    b = conv.bias.detach().float() if conv.bias is not None else None
+    rm, rv = bn.running_mean.detach().float(), bn.running_var.detach().float()
+    bw = bn.weight.detach().float() if bn.weight is not None else None
+    bb = bn.bias.detach().float() if bn.bias is not None else None
+    fw, fb = fuse_conv_bn_weights(w.float(), b, rm, rv, bn.eps, bw, bb)
+    fmt = torch.channels_last if cnn._is_channels_last(w) else torch.contiguous_format
+    return fw.detach().to(dt).contiguous(memory_format=fmt), fb.detach().to(dt)
+
+
+def _new_conv(conv, weight, bias, activation, algo, memory_format, fused_from):
+    w = conv.weight
+    m = FusedConv2d(conv.in_channels, conv.out_channels, conv.kernel_size, stride=conv.stride, padding=conv.padding,
+                    dilation=conv.dilation, groups=conv.groups, bias=bias is not None, padding_mode=conv.padding_mode,
+                    device=w.device, dtype=w.dtype, algo=getattr(conv, "algo", algo) if algo == "auto" else algo,
+                    activation=activation, fused_from=fused_from)
+    with torch.no_grad():
+        fmt = torch.channels_last if cnn._is_channels_last(weight) else torch.contiguous_format
+        m.weight = torch.nn.Parameter(weight.detach().clone().contiguous(memory_format=fmt))
+        if bias is not None:
+            m.bias = torch.nn.Parameter(bias.detach().clone())
+    if memory_format is not None:
+        m.to(memory_format=memory_format)
+    m.eval()
+    return m
+
+
+def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format) -> FuseSummary:
+    summary = FuseSummary()
+    g = gm.graph
+    for node in list(g.nodes):  # the identities of eval mode
+        if _is_identity_in_eval(gm, node) and node.args and isinstance(node.args[0], torch.fx.Node):
+            node.replace_all_uses_with(node.args[0])
+            g.erase_node(node)
+    order = {n: i for i, n in enumerate(g.nodes)}
+    convs = [n for n in g.nodes if _is_conv(gm, n)]
+    call_sites = {}
+    for n in convs:
+        call_sites[n.target] = call_sites.get(n.target, 0) + 1
+    done = []
+    # Later convolutions first: where both operands of an add are convolution chains, the one that runs last
+    # claims it (see the module docstring).
+    for conv_node in reversed(convs):
+        conv = gm.get_submodule(conv_node.target)
+        chain, fused, notes = [conv_node], ["conv"], []
+        cur = conv_node
+        weight, bias = conv.weight, conv.bias
+        activation, residual = "none", None
+        user = _single_user(cur)
+        if user is not None and _is_bn(gm, user):
+            bn = gm.get_submodule(user.target)
+            if bn.running_mean is None or bn.running_var is None:
+                notes.append(f"{user.target}: BatchNorm2d without running statistics (track_running_stats=False) "
+                             "normalises with each batch's own statistics: not foldable")
+            else:
+                weight, bias = _fold(conv, bn)
+                chain.append(user)
+                fused.append("bn")
+                cur = user
+        elif user is None and len(cur.users) > 1:
+            notes.append("output used more than once: nothing fused after it")
+        user = _single_user(cur)
+        if user is not None:
+            act = _activation_of(gm, user)
+            other = _add_other(user, cur) if act is None else None
+            if act is not None:
+                activation = act
+                chain.append(user)
+                fused.append(act)
+            elif other is not None and order[other] < order[user]:
+                residual = other
+                chain.append(user)
+                fused.append("add")
+                cur = user
+                nxt = _single_user(cur)
+                act2 = _activation_of(gm, nxt) if nxt is not None else None
+                if act2 is not None:
+                    activation = act2
+                    chain.append(nxt)
+                    fused.append(act2)
+        elif len(cur.users) > 1 and cur is not conv_node:
+            notes.append("output used more than once: nothing fused after it")
+        if len(chain) == 1 and isinstance(conv, cnn.Conv2d):
+            summary.entries.append(FuseEntry(conv_node.target, fused, "already a convkit convolution; " +
+                                             "; ".join(notes) if notes else "already a convkit convolution"))
+            done.append(conv_node)
+            continue
+        base = conv_node.target
+        name = base + "_fused"
+        i = 1
+        while _has_submodule(gm, name):
+            i += 1
+            name = f"{base}_fused{i}"
+        if call_sites[conv_node.target] > 1:
+            notes.append(f"its module is called at {call_sites[conv_node.target]} places: each gets its own copy")
+        new = _new_conv(conv, weight, bias, activation, algo, memory_format, " + ".join(fused[1:]))
+        gm.add_submodule(name, new)
+        last = chain[-1]
+        with g.inserting_before(last):
+            kwargs = {"residual": residual} if residual is not None else {}
+            repl = g.call_module(name, args=(conv_node.args[0],), kwargs=kwargs)
+        last.replace_all_uses_with(repl)
+        for n in reversed(chain):
+            g.erase_node(n)
+        summary.entries.append(FuseEntry(name, fused, "; ".join(notes)))
+    summary.entries.reverse()  # graph order
+    # Everything else that was left, with its reason.
+    for node in g.nodes:
+        m = _module(gm, node)
+        if m is None:
+            continue
+        if type(m) is torch.nn.BatchNorm2d:
+            prod = node.args[0] if node.args else None
+            why = ("not after a convolution" if not (isinstance(prod, torch.fx.Node) and prod.op == "call_module"
+                   and isinstance(_module(gm, prod), torch.nn.Conv2d)) else
+                   "BatchNorm2d without running statistics: not foldable" if m.running_mean is None else
+                   "its convolution's output is used elsewhere too")
+            summary.left.append(FuseEntry(node.target, [], f"BatchNorm2d left: {why}"))
+        elif isinstance(m, (torch.nn.ConvTranspose2d, torch.nn.Conv1d, torch.nn.Conv3d)):
+            summary.left.append(FuseEntry(node.target, [], f"{type(m).__name__}: not a 2-D convolution convkit runs"))
+    g.lint()
+    gm.recompile()
+    gm.delete_all_unused_submodules()
+    return summary
+
+
+def _has_submodule(gm, name):
+    try:
+        gm.get_submodule(name)
+        return True
+    except AttributeError:
+        return False
+
+
+def _fuse_module(m, algo, memory_format, prefix, summary):
+    """m fused (a GraphModule) where it traces, else m with its children fused in place."""
+    if type(m) is torch.nn.Conv2d:
+        summary.entries.append(FuseEntry(prefix or "(model)", ["conv"], "a lone convolution"))
+        return _new_conv(m, m.weight, m.bias, "none", algo, memory_format, "")
+    try:
+        gm = torch.fx.symbolic_trace(m)
+    except Exception as e:  # noqa: BLE001  (any tracing failure: fuse inside the children instead)
+        if not any(True for _ in m.children()):
+            summary.left.append(FuseEntry(prefix or "(model)", [], f"not traceable ({type(e).__name__}: "
+                                          f"{str(e).splitlines()[0][:100]}) and has no children"))
+            return m
+        summary.left.append(FuseEntry(prefix or "(model)", [], f"not traceable as a whole ({type(e).__name__}: "
+                                      f"{str(e).splitlines()[0][:100]}): fused inside its children"))
+        for name, child in list(m.named_children()):
+            setattr(m, name, _fuse_module(child, algo, memory_format, _join(prefix, name), summary))
+        return m
+    sub = _fuse_graph(gm, algo, memory_format)
+    summary.extend(sub, prefix)
+    return gm
+
+
+def fuse(model: torch.nn.Module, algo: str = "auto", memory_format: Optional[torch.memory_format] = None,
+         inplace: bool = False) -> torch.nn.Module:
+    """A copy of the eval-mode `model` with BatchNorm, activations and residual adds folded into convkit
+    convolutions (see the module docstring). Its `convkit_summary` attribute says what was fused and what was
+    left, with the reason. algo: as convkit.conv2d's, for every fused convolution. memory_format=
+    torch.channels_last stores the weights KRSC (what channels_last inputs want). inplace=True works on `model`
+    itself instead of a deep copy (its children may then be replaced).
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"convkit.fuse: expected a torch.nn.Module, got {type(model).__name__}.")
+    training = [n for n, m in model.named_modules() if m.training and isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if model.training or training:
+        where = f" ({training[0] or 'the model'} is in training mode)" if training else ""
+        raise RuntimeError("convkit.fuse: the model is in training mode" + where + ". BatchNorm's statistics "
+                           "change while training, so folding them would be wrong: call model.eval() first, "
+                           "and fuse again after the weights change.")
+    m = model if inplace else copy.deepcopy(model)
+    summary = FuseSummary()
+    out = _fuse_module(m, algo, memory_format, "", summary)
+    out.convkit_summary = summary
+    return out

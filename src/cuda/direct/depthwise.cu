@@ -1,0 +1,417 @@
+// cuda_depthwise: depthwise convolution (groups = C, K = M*C, any channel multiplier M) as a direct kernel
+// that reads every input element from DRAM once and is bound by memory, not arithmetic.
+//
+// Adds over cuda_direct_smem: it does no work on the zeros an implicit-GEMM tile would hold for a
+// depthwise layer (one input channel per output channel), so a block stages one input tile with its halo
+// per chunk of channels and every staged element feeds R*S FMAs of its own channel. f32, f16 and bf16
+// (fp32 accumulation, one rounding on store), NHWC and NCHW, every filter size, stride, dilation and padding
+// that fits the staging budget, the whole fused epilogue, 64-bit global offsets.
+//
+// Work mapping.
+//   NHWC: a block = one image x a tp x tq output tile x kb output channels. The channels are vectors of
+//   kVec elements (16 bytes: 8 bf16/f16 or 4 f32; 1 where C is off the vector width, M > 1 or a pointer is
+//   misaligned), `lanes` = kb / kVec threads side by side across them, so a warp's loads and stores are
+//   contiguous runs along C. Each thread owns kQt outputs of one row, tq / kQt columns apart (a warp's
+//   stores at one instant cover neighbouring pixels). Staging: 16-byte loads into s_in[ih][iw][cb].
+//   NCHW: a block = `planes` consecutive (image, channel) planes x a tp x tq output tile; threads run along
+//   Q (coalesced loads and stores along W), each owns kQt outputs of one column, tp / kQt rows apart.
+// The filter taps of the block's channels sit in shared memory as fp32.
+// nvcc -Xptxas -v (sm_90): see docs/kernels.md.
+// measured: see docs/perf.md (depthwise rows).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "core/registry.hpp"
+#include "cuda/common/check.cuh"
+#include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/direct/direct_common.cuh"
+#include "cuda/tc/tc_common.cuh"
+
+namespace convkit::detail {
+namespace {
+
+constexpr int kQt = 4;                     // outputs per thread
+constexpr int kThreadsTarget = 256;        // threads per block the tile chooser aims at
+constexpr int64_t kSmemBudget = 96 * 1024; // dynamic shared memory per block (opted in above 48 KB)
+
+// The tile of one launch, chosen on the host (plan_nhwc / plan_nchw).
+struct DwPlan {
+  int tp = 1, tq = kQt;  // output tile (tq a multiple of kQt in NHWC, tp a multiple of kQt in NCHW)
+  int ih = 1, iw = 1;    // staged input rows and columns (halo included)
+  int lanes = 1;         // NHWC: channel vectors per block (kb = lanes * vec)
+  int cb = 1;            // NHWC: staged input channels per pixel (the smem pixel pitch, a multiple of vec)
+  int planes = 1;        // NCHW: (image, channel) planes per block
+  int vec = 1;           // elements per vector access
+  int tiles_p = 1, tiles_q = 1;
+  int64_t smem = 0;      // bytes
+  int threads = 0;
+};
+
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+template <typename T>
+__device__ __forceinline__ T zero_elem() {
+  return float_to_elem<T>(0.0f);
+}
+
+// ---- NHWC ---------------------------------------------------------------------------------------
+// Block (tile, kblock): thread = lane (channel vector) + lanes * strip; strip = (row ps, column qs), and the
+// thread's outputs are columns qs, qs + tq/kQt, ... of output row p0 + ps.
+template <typename T, int kVec>
+__global__ void depthwise_nhwc_kernel(ConvDims d, DwPlan t, const T* __restrict__ src, const T* __restrict__ wei,
+                                      T* dst, EpilogueTc<T> epi) {
+  extern __shared__ float4 smem4[];
+  const int RS = d.r * d.s, kb = t.lanes * kVec, M = d.kg;  // kg = K/groups = the channel multiplier
+  float* s_w = reinterpret_cast<float*>(smem4);             // [R*S][kb]
+  T* s_in = reinterpret_cast<T*>(s_w + RS * kb);            // [ih][iw][cb]
+
+  int64_t tile = blockIdx.x;
+  const int tq_i = int(tile % t.tiles_q);
+  tile /= t.tiles_q;
+  const int tp_i = int(tile % t.tiles_p);
+  const int64_t n = tile / t.tiles_p;
+  const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
+  const int k0 = blockIdx.y * kb;
+  const int c0 = k0 / M;  // first staged input channel
+  const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+
+  // Filter taps of the block's output channels, transposed to [tap][channel] in fp32 (depthwise KRSC and
+  // KCRS are the same array: [K][R][S]).
+  for (int i = tid; i < RS * kb; i += nthreads) {
+    const int kk = i % kb, rs = i / kb, k = k0 + kk;
+    s_w[i] = k < d.k ? elem_to_float<T>(wei[int64_t(k) * RS + rs]) : 0.0f;
+  }
+  // The input tile with its halo: zeros outside the image and past the last channel.
+  const int cv = t.cb / kVec;  // vectors per staged pixel
+  const int units = t.ih * t.iw * cv;
+  for (int u = tid; u < units; u += nthreads) {
+    const int v = u % cv, pix = u / cv, x = pix % t.iw, y = pix / t.iw;
+    const int h = h0 + y, w = w0 + x, c = c0 + v * kVec;
+    Vec<T, kVec> val;
+    if (h >= 0 && h < d.h && w >= 0 && w < d.w && c < d.c) {
+      const int64_t off = ((n * d.h + h) * d.w + w) * d.c + c;
+      if (kVec > 1) {  // kVec > 1 only when C % kVec == 0: the whole vector is inside the image
+        val = *reinterpret_cast<const Vec<T, kVec>*>(src + off);
+      } else {
+        val.v[0] = src[off];
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) val.v[j] = zero_elem<T>();
+    }
+    *reinterpret_cast<Vec<T, kVec>*>(s_in + int64_t(pix) * t.cb + v * kVec) = val;
+  }
+  __syncthreads();
+
+  const int lane = tid % t.lanes, strip = tid / t.lanes;
+  const int qstrips = t.tq / kQt;
+  const int ps = strip / qstrips, qs = strip % qstrips;
+  if (ps >= t.tp) return;
+  const int kl = lane * kVec;  // the thread's first channel within the block
+
+  float acc[kQt][kVec];
+#pragma unroll
+  for (int i = 0; i < kQt; ++i)
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) acc[i][j] = 0.0f;
+
+  for (int r = 0; r < d.r; ++r) {
+    const int y = ps * d.stride_h + r * d.dil_h;
+    for (int s = 0; s < d.s; ++s) {
+      float wv[kVec];
+      const float* wp = s_w + (r * d.s + s) * kb + kl;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) wv[j] = wp[j];
+#pragma unroll
+      for (int i = 0; i < kQt; ++i) {
+        const int x = (qs + i * qstrips) * d.stride_w + s * d.dil_w;
+        const T* ip = s_in + (int64_t(y) * t.iw + x) * t.cb;
+        if (kVec > 1) {  // M == 1: the output channels' inputs are the same vector
+          const Vec<T, kVec> in = *reinterpret_cast<const Vec<T, kVec>*>(ip + kl);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) acc[i][j] = fmaf(elem_to_float<T>(in.v[j]), wv[j], acc[i][j]);
+        } else {
+          const int ci = (k0 + kl) / M - c0;
+          acc[i][0] = fmaf(elem_to_float<T>(ip[ci]), wv[0], acc[i][0]);
+        }
+      }
+    }
+  }
+
+  const int p = p0 + ps, k = k0 + kl;
+  if (p >= d.p || k >= d.k) return;
+#pragma unroll
+  for (int i = 0; i < kQt; ++i) {
+    const int q = q0 + qs + i * qstrips;
+    if (q >= d.q) continue;
+    const int64_t o = ((n * d.p + p) * d.q + q) * d.k + k;
+    Vec<T, kVec> out;
+    if (kVec > 1) {
+      // NOTE: the bias and the residual as whole vectors too (the residual read before the store: it may
+      // be dst itself).
+      Vec<T, kVec> bv, rv;
+      if (epi.bias) bv = *reinterpret_cast<const Vec<T, kVec>*>(epi.bias + k);
+      if (epi.residual) rv = *reinterpret_cast<const Vec<T, kVec>*>(epi.residual + o);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j)
+        out.v[j] = float_to_elem<T>(apply_epilogue<float>(
+            epi.activation, epi.alpha, epi.beta, acc[i][j], epi.bias != nullptr,
+            epi.bias ? elem_to_float<T>(bv.v[j]) : 0.0f, epi.residual != nullptr,
+            epi.residual ? elem_to_float<T>(rv.v[j]) : 0.0f));
+    } else {
+      out.v[0] = float_to_elem<T>(epi(acc[i][0], k, o));
+    }
+    *reinterpret_cast<Vec<T, kVec>*>(dst + o) = out;
+  }
+}
+
+// ---- NCHW ---------------------------------------------------------------------------------------
+// Block = `planes` (image, channel) planes x one tile; thread = column qs + tq * (row strip ps + strips *
+// plane); its outputs are rows ps, ps + tp/kQt, ... of column q0 + qs.
+template <typename T>
+__global__ void depthwise_nchw_kernel(ConvDims d, DwPlan t, const T* __restrict__ src, const T* __restrict__ wei,
+                                      T* dst, EpilogueTc<T> epi) {
+  extern __shared__ float4 smem4[];
+  const int RS = d.r * d.s, M = d.kg;
+  const int ldw = t.iw;
+  float* s_w = reinterpret_cast<float*>(smem4);  // [planes][R*S]
+  float* s_in = s_w + t.planes * RS;             // [planes][ih][iw]
+
+  int64_t b = blockIdx.x;
+  const int tq_i = int(b % t.tiles_q);
+  b /= t.tiles_q;
+  const int tp_i = int(b % t.tiles_p);
+  const int64_t plane0 = (b / t.tiles_p) * t.planes;  // plane = n * K + k
+  const int64_t nplanes = int64_t(d.n) * d.k;
+  const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
+  const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+
+  for (int i = tid; i < t.planes * RS; i += nthreads) {
+    const int64_t pl = plane0 + i / RS;
+    const int k = int(pl % d.k);
+    s_w[i] = pl < nplanes ? elem_to_float<T>(wei[int64_t(k) * RS + i % RS]) : 0.0f;
+  }
+  const int per_plane = t.ih * t.iw;
+  for (int u = tid; u < t.planes * per_plane; u += nthreads) {
+    const int pi = u / per_plane, pix = u % per_plane, y = pix / t.iw, x = pix % t.iw;
+    const int64_t pl = plane0 + pi;
+    const int h = h0 + y, w = w0 + x;
+    float v = 0.0f;
+    if (pl < nplanes && h >= 0 && h < d.h && w >= 0 && w < d.w) {
+      const int64_t n = pl / d.k, c = (pl % d.k) / M;
+      v = elem_to_float<T>(src[((n * d.c + c) * d.h + h) * d.w + w]);
+    }
+    s_in[u] = v;
+  }
+  __syncthreads();
+
+  const int rstrips = t.tp / kQt;
+  const int qs = tid % t.tq, rest = tid / t.tq, ps = rest % rstrips, pi = rest / rstrips;
+  const int64_t pl = plane0 + pi;
+  if (pi >= t.planes || pl >= nplanes) return;
+  const float* wp = s_w + pi * RS;
+  const float* ip = s_in + int64_t(pi) * per_plane;
+  float acc[kQt];
+#pragma unroll
+  for (int i = 0; i < kQt; ++i) acc[i] = 0.0f;
+  for (int r = 0; r < d.r; ++r)
+    for (int s = 0; s < d.s; ++s) {
+      const float wv = wp[r * d.s + s];
+      const int x = qs * d.stride_w + s * d.dil_w;
+#pragma unroll
+      for (int i = 0; i < kQt; ++i) {
+        const int y = (ps + i * rstrips) * d.stride_h + r * d.dil_h;
+        acc[i] = fmaf(ip[y * ldw + x], wv, acc[i]);
+      }
+    }
+  const int q = q0 + qs;
+  if (q >= d.q) return;
+  const int64_t k = pl % d.k;
+#pragma unroll
+  for (int i = 0; i < kQt; ++i) {
+    const int p = p0 + ps + i * rstrips;
+    if (p >= d.p) continue;
+    const int64_t o = (pl * d.p + p) * d.q + q;
+    dst[o] = float_to_elem<T>(epi(acc[i], k, o));
+  }
+}
+
+// ---- planning -----------------------------------------------------------------------------------
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+void finish_geometry(const Conv2dProblem& pb, DwPlan& t) {
+  t.ih = int((t.tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1);
+  t.iw = int((t.tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1);
+  t.tiles_p = int((pb.p() + t.tp - 1) / t.tp);
+  t.tiles_q = int((pb.q() + t.tq - 1) / t.tq);
+}
+
+// NHWC: the channel lanes first (a divisor of C/vec up to 8 where one exists, so no lane idles), then
+// the tile: tq the smallest of 4, 8, 16 that covers Q (16 at most), tp to fill ~256 threads; shrunk (tp,
+// then tq, then lanes) until the staged tile and the taps fit the shared-memory budget.
+DwPlan plan_nhwc(const Conv2dProblem& pb, int vec, int64_t elem) {
+  DwPlan t;
+  t.vec = vec;
+  const int64_t K = pb.k, M = pb.k_per_group();
+  if (vec > 1) {
+    const int64_t nv = K / vec;
+    t.lanes = 1;
+    for (int l = 8; l >= 1; --l)
+      if (nv % l == 0) { t.lanes = l; break; }
+    if (t.lanes < 4 && nv >= 8) t.lanes = 8;  // a prime count of vectors: accept a partly idle last block
+    t.lanes = int(std::min<int64_t>(t.lanes, nv));
+  } else {
+    t.lanes = int(std::min<int64_t>(K, 32));
+  }
+  const int64_t Q = pb.q(), P = pb.p();
+  t.tq = Q <= 4 ? 4 : Q <= 8 ? 8 : 16;
+  for (;;) {
+    const int kb = t.lanes * vec;
+    t.cb = vec > 1 ? kb : int((kb - 1) / M + 2);  // M > 1: the chunk may straddle one more input channel
+    const int strips_per_row = t.tq / kQt;
+    t.tp = int(std::max<int64_t>(1, std::min<int64_t>(P, kThreadsTarget / (t.lanes * strips_per_row))));
+    for (;;) {
+      finish_geometry(pb, t);
+      t.smem = int64_t(pb.r) * pb.s * kb * 4 + int64_t(t.ih) * t.iw * t.cb * elem;
+      if (t.smem <= kSmemBudget || t.tp == 1) break;
+      t.tp = std::max(1, t.tp / 2);
+    }
+    if (t.smem <= kSmemBudget) break;
+    if (t.tq > kQt) { t.tq /= 2; continue; }
+    if (t.lanes > 1) { t.lanes = std::max(1, t.lanes / 2); continue; }
+    break;  // does not fit: can_implement says so
+  }
+  t.threads = t.lanes * t.tp * (t.tq / kQt);
+  return t;
+}
+
+// NCHW: tq the smallest of 8, 16, 32, 64 that covers Q, tp a multiple of kQt covering P up to 32, and as
+// many planes per block as make ~256 threads; shrunk (planes, tp, tq) to the budget.
+DwPlan plan_nchw(const Conv2dProblem& pb) {
+  DwPlan t;
+  const int64_t Q = pb.q(), P = pb.p();
+  t.tq = Q <= 8 ? 8 : Q <= 16 ? 16 : Q <= 32 ? 32 : 64;
+  t.tp = int(std::min<int64_t>(round_up(int(std::min<int64_t>(P, 32)), kQt), 32));
+  for (;;) {
+    const int per_plane_threads = t.tq * (t.tp / kQt);
+    t.planes = std::max(1, kThreadsTarget / per_plane_threads);
+    for (;;) {
+      finish_geometry(pb, t);
+      t.smem = int64_t(t.planes) * (int64_t(pb.r) * pb.s + int64_t(t.ih) * t.iw) * 4;
+      if (t.smem <= kSmemBudget || t.planes == 1) break;
+      t.planes = std::max(1, t.planes / 2);
+    }
+    if (t.smem <= kSmemBudget) break;
+    if (t.tp > kQt) { t.tp = std::max(kQt, round_up(t.tp / 2, kQt)); continue; }
+    if (t.tq > 8) { t.tq /= 2; continue; }
+    break;
+  }
+  t.threads = t.planes * t.tq * (t.tp / kQt);
+  return t;
+}
+
+int64_t elem_bytes(DType t) { return t == DType::f32 ? 4 : 2; }
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// The vector width of an NHWC call: 16 bytes where C allows it and M = 1; the pointers are checked at
+// run time (a misaligned one takes the scalar instance of the same kernel).
+int nhwc_vec(const Conv2dProblem& pb, DType dt) {
+  const int v = int(16 / elem_bytes(dt));
+  return pb.k_per_group() == 1 && pb.c % v == 0 ? v : 1;
+}
+
+template <typename KernelT>
+void set_smem_attr(KernelT kernel, int64_t bytes) {
+  if (bytes > 48 * 1024)
+    CK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBudget)));
+}
+
+template <typename T>
+void launch(const ConvCall& call) {
+  const Conv2dProblem& pb = call.problem;
+  const ConvDims d = make_dims(pb);
+  const auto* src = static_cast<const T*>(call.src.data);
+  const auto* wei = static_cast<const T*>(call.wei.data);
+  auto* dst = static_cast<T*>(call.dst.data);
+  const EpilogueTc<T> epi = EpilogueTc<T>::from(call.epilogue);
+  cudaStream_t st = as_stream(call.stream);
+  if (pb.output_elems() == 0) return;
+  if (call.config.layout == Layout::nhwc) {
+    int vec = nhwc_vec(pb, call.config.dtype);
+    const auto& e = call.epilogue;
+    if (!aligned16(src) || !aligned16(dst) || (e.bias && !aligned16(e.bias)) || (e.residual && !aligned16(e.residual)))
+      vec = 1;
+    const DwPlan t = plan_nhwc(pb, vec, elem_bytes(call.config.dtype));
+    const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.k + t.lanes * vec - 1) / (t.lanes * vec)));
+    constexpr int kV = int(16 / sizeof(T));
+    if (vec > 1) {
+      set_smem_attr(depthwise_nhwc_kernel<T, kV>, t.smem);
+      depthwise_nhwc_kernel<T, kV><<<grid, t.threads, t.smem, st>>>(d, t, src, wei, dst, epi);
+    } else {
+      set_smem_attr(depthwise_nhwc_kernel<T, 1>, t.smem);
+      depthwise_nhwc_kernel<T, 1><<<grid, t.threads, t.smem, st>>>(d, t, src, wei, dst, epi);
+    }
+    CK_LAUNCH("depthwise_nhwc_kernel");
+  } else {
+    const DwPlan t = plan_nchw(pb);
+    const int64_t blocks = (int64_t(pb.n) * pb.k + t.planes - 1) / t.planes * t.tiles_p * t.tiles_q;
+    set_smem_attr(depthwise_nchw_kernel<T>, t.smem);
+    depthwise_nchw_kernel<T><<<unsigned(blocks), t.threads, t.smem, st>>>(d, t, src, wei, dst, epi);
+    CK_LAUNCH("depthwise_nchw_kernel");
+  }
+}
+
+class CudaDepthwise final : public CudaAlgorithm {
+ public:
+  std::string name() const override { return "cuda_depthwise"; }
+  std::string description() const override {
+    return "depthwise conv (groups = C, any multiplier): input tile + halo staged once in shared memory, 16-byte "
+           "channel vectors in NHWC, f32/f16/bf16, fp32 accumulation";
+  }
+  Support can_implement(const Conv2dProblem& pb, const ConvConfig& cfg) const override {
+    if (pb.groups != pb.c || pb.c_per_group() != 1)
+      return Support::no("it computes depthwise convolutions only (groups = C, one input channel per group).");
+    if (cfg.dtype == DType::f32 && cfg.math == MathMode::tf32)
+      return Support::no("it computes in strict fp32 (a depthwise layer has too few FMAs per byte for tf32 to "
+                         "matter); ask for strict f32.");
+    if (Support s = dims_fit_int(pb); !s) return s;
+    if (int64_t(pb.h) * pb.w > INT_MAX / 2 || int64_t(pb.p()) * pb.q() > INT_MAX / 2)
+      return Support::no("an image plane passes 2^30 pixels (32-bit shared-memory indexing).");
+    const DwPlan t = cfg.layout == Layout::nhwc ? plan_nhwc(pb, nhwc_vec(pb, cfg.dtype), elem_bytes(cfg.dtype))
+                                                 : plan_nchw(pb);
+    if (t.smem > kSmemBudget)
+      return Support::no("the dilated filter extent is too large: even the smallest tile with its halo needs " +
+                         std::to_string(t.smem) + " bytes of shared memory (" + std::to_string(kSmemBudget) +
+                         " available).");
+    if (cfg.layout == Layout::nhwc && (pb.k + t.lanes * t.vec - 1) / (t.lanes * t.vec) > 65535)
+      return Support::no("more than 65535 channel blocks (grid.y).");
+    return Support::yes();
+  }
+  void run(const ConvCall& call) const override {
+    check_residual_overlap(call.epilogue.residual, call.dst.data,
+                           size_t(call.problem.output_elems()) * size_t(elem_bytes(call.config.dtype)));
+    switch (call.config.dtype) {
+      case DType::f32: launch<float>(call); break;
+      case DType::f16: launch<__half>(call); break;
+      case DType::bf16: launch<__nv_bfloat16>(call); break;
+    }
+  }
+};
+
+}  // namespace
+
+const Algorithm* make_cuda_depthwise() {
+  static CudaDepthwise algo;
+  return &algo;
+}
+
+}  // namespace convkit::detail
