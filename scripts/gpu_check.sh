@@ -62,7 +62,7 @@ FAILED=0
 
 CLI=$BUILD/tools/convkit
 TESTS=$BUILD/tests/convkit_tests
-REQUIRE_ALGOS=cuda_ref,cuda_direct_naive,cuda_direct_smem,cuda_direct_regblock,cuda_im2col_cublas,cuda_igemm_simt,cuda_igemm_wmma,cuda_igemm_mma,cuda_igemm_wgmma,cudnn
+REQUIRE_ALGOS=cuda_depthwise,cuda_ref,cuda_direct_naive,cuda_direct_smem,cuda_direct_regblock,cuda_im2col_cublas,cuda_igemm_simt,cuda_igemm_wmma,cuda_igemm_mma,cuda_igemm_wgmma,cudnn
 # A fresh tune cache: tests and benchmarks never see one left by an earlier run.
 export CONVKIT_REQUIRE_GPU=1 CONVKIT_REQUIRE_ALGOS=$REQUIRE_ALGOS GTEST_COLOR=no PYTHONUNBUFFERED=1 \
   CONVKIT_TUNE_CACHE=$TMP/tune-v1.txt
@@ -196,9 +196,9 @@ if want sanitize; then
     # small hand-checked cases of each kernel that uses shared memory.
     # The tensor-core kernels: their quick subset (C=3, groups, split-K, dilation, K=65; every variant).
     mfilter=${MEMCHECK_FILTER:-$(pick_tests 1 'EdgeSet' cuda_ref cuda_direct_naive cuda_direct_smem \
-                                   cuda_direct_regblock cuda_im2col_cublas cuda_igemm_simt cudnn):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_bf16:TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_mma_tf32:TensorCore/Tc.QuickSanitizerSubset/cuda_conv_wgmma_halo_bf16}
+                                   cuda_direct_regblock cuda_im2col_cublas cuda_igemm_simt cudnn):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_bf16:TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_mma_tf32:TensorCore/Tc.QuickSanitizerSubset/cuda_conv_wgmma_halo_bf16:CudaDepthwise.*}
     rfilter=${RACECHECK_FILTER:-$(pick_tests 2 'HandChecked(K2BiasRelu|Stride2)' cuda_direct_smem \
-                                   cuda_direct_regblock cuda_igemm_simt):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_f16:TensorCore/Tc.QuickSanitizerSubset/cuda_conv_wgmma_halo_f16}
+                                   cuda_direct_regblock cuda_igemm_simt):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_f16:TensorCore/Tc.QuickSanitizerSubset/cuda_conv_wgmma_halo_f16:CudaDepthwise.BitEqualToReferenceOnSmallIntegersF32}
     # (and cuda_igemm_wgmma's quick subset once more with one persistent block walking every tile)
     for tool in memcheck racecheck memcheck-persistent racecheck-persistent; do
       pf='TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_wgmma_bf16'

@@ -1,0 +1,287 @@
+"""convkit.fuse: torchvision models and hand-made edge cases, fused against unfused (fp32 rel L2 <= 1e-4), the
+counts the architecture implies, torch.compile(fullgraph=True), and the refusal of training mode."""
+import copy
+import operator
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import convkit
+from conftest import DEVICES
+
+torchvision = pytest.importorskip("torchvision")
+
+
+def rel_l2(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
+
+
+def randomise_bn(model, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            if m.running_mean is not None:
+                m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.2)
+                m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+            if m.weight is not None:
+                m.weight.data.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                m.bias.data.copy_(torch.randn(m.num_features, generator=g) * 0.2)
+    return model
+
+
+def count(model, cls):
+    return sum(isinstance(m, cls) for m in model.modules())
+
+
+# (name, input size, expected (bn_folded, activations, residuals) or None to only check "all BN folded")
+MODELS = [
+    ("resnet18", 64, (20, 17, 8)),
+    ("resnext50_32x4d", 64, (53, 49, 16)),
+    ("mobilenet_v2", 64, (52, 35, 10)),
+    ("mobilenet_v3_small", 64, None),
+    ("efficientnet_b0", 64, None),
+    ("regnet_y_400mf", 64, None),
+    ("convnext_tiny", 64, None),
+]
+
+
+@pytest.mark.parametrize("name,size,expect", MODELS, ids=[m[0] for m in MODELS])
+def test_torchvision_models(name, size, expect):
+    torch.manual_seed(0)
+    model = randomise_bn(getattr(torchvision.models, name)(weights=None)).eval()
+    x = torch.randn(2, 3, size, size)
+    with torch.no_grad():
+        want = model(x)
+        fused = convkit.fuse(model)
+        got = fused(x)
+    s = fused.convkit_summary
+    assert rel_l2(got, want) <= 1e-4, str(s)
+    n_conv = count(model, nn.Conv2d)
+    assert s.convs == n_conv, str(s)
+    # No BatchNorm2d that follows a convolution is left (ConvNeXt has none at all).
+    assert count(fused, nn.BatchNorm2d) == 0, str(s)
+    assert s.bn_folded == count(model, nn.BatchNorm2d)
+    if expect is not None:
+        assert (s.bn_folded, s.activations, s.residuals) == expect, str(s)
+    assert count(fused, convkit.FusedConv2d) == n_conv
+    assert "convkit.fuse:" in str(s)
+    # The original is untouched.
+    assert count(model, nn.BatchNorm2d) > 0 or name == "convnext_tiny"
+
+
+def test_efficientnet_reaches_its_residual_adds():
+    model = randomise_bn(torchvision.models.efficientnet_b0(weights=None)).eval()
+    s = convkit.fuse(model).convkit_summary
+    # 16 MBConv blocks, 9 of them with a residual (stochastic depth is the identity in eval mode).
+    assert s.residuals == 9, str(s)
+    assert s.activations >= 16, str(s)  # the stem, the head, each expand and depthwise (SiLU)
+
+
+def test_compile_fullgraph_matches():
+    torch.manual_seed(0)
+    model = randomise_bn(torchvision.models.resnet18(weights=None)).eval()
+    x = torch.randn(2, 3, 48, 48)
+    fused = convkit.fuse(model)
+    with torch.no_grad():
+        want = model(x)
+        got = torch.compile(fused, fullgraph=True)(x)
+    assert rel_l2(got, want) <= 1e-4
+
+
+def test_training_mode_is_refused():
+    model = torchvision.models.resnet18(weights=None)
+    with pytest.raises(RuntimeError, match="training mode"):
+        convkit.fuse(model)
+    model.eval()
+    model.layer1[0].bn1.train()
+    with pytest.raises(RuntimeError, match="layer1.0.bn1"):
+        convkit.fuse(model)
+
+
+def test_weights_are_copies():
+    model = randomise_bn(torchvision.models.resnet18(weights=None)).eval()
+    fused = convkit.fuse(model)
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        before = fused(x)
+        model.conv1.weight.mul_(2)
+        after = fused(x)
+    assert torch.equal(before, after)
+
+
+class Block(nn.Module):
+    def __init__(self, affine=True, track=True, bias=False, inplace=False):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1, bias=bias)
+        self.bn = nn.BatchNorm2d(4, affine=affine, track_running_stats=track)
+        self.relu = nn.ReLU(inplace=inplace)
+
+    def forward(self, x):
+        return self.relu(self.bn(self.conv(x)) + x)
+
+
+def fuse_and_check(m, *inputs, bound=1e-4):
+    m = randomise_bn(m).eval()
+    with torch.no_grad():
+        want = m(*inputs)
+        fused = convkit.fuse(m)
+        got = fused(*inputs)
+    assert rel_l2(got, want) <= bound, str(fused.convkit_summary)
+    return fused.convkit_summary
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("inplace", [True, False])
+def test_conv_bn_add_relu(affine, bias, inplace):
+    s = fuse_and_check(Block(affine=affine, bias=bias, inplace=inplace), torch.randn(2, 4, 9, 7))
+    assert s.entries[0].fused == ["conv", "bn", "add", "relu"], str(s)
+
+
+def test_bn_without_running_stats_is_left_with_the_reason():
+    m = Block(track=False).eval()
+    x = torch.randn(2, 4, 6, 6)
+    with torch.no_grad():
+        want = m(x)
+        fused = convkit.fuse(m)
+        got = fused(x)
+    assert rel_l2(got, want) <= 1e-4
+    s = fused.convkit_summary
+    assert s.bn_folded == 0 and count(fused, nn.BatchNorm2d) == 1
+    assert "track_running_stats=False" in str(s)
+
+
+class UsedTwice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return F.relu(y + x) * y
+
+
+def test_conv_output_used_twice_is_not_a_residual():
+    s = fuse_and_check(UsedTwice(), torch.randn(1, 3, 8, 8))
+    assert s.residuals == 0 and s.activations == 0
+    assert "more than once" in str(s)
+
+
+class Shared(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(3)
+        self.bn2 = nn.BatchNorm2d(3)
+
+    def forward(self, x):
+        return F.relu(self.bn1(self.conv(x))) + torch.relu(self.bn2(self.conv(x)))
+
+
+def test_a_shared_conv_gets_one_copy_per_call_site():
+    s = fuse_and_check(Shared(), torch.randn(2, 3, 5, 5))
+    assert s.convs == 2 and s.bn_folded == 2
+    assert "2 places" in str(s)
+
+
+class Forms(nn.Module):
+    """Functional, method and in-place forms of the activations and the add."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.ModuleList(nn.Conv2d(4, 4, 3, padding=1) for _ in range(7))
+        self.b = nn.ModuleList(nn.BatchNorm2d(4) for _ in range(7))
+
+    def forward(self, x):
+        y = F.relu6(self.b[0](self.c[0](x)))
+        y = F.silu(torch.add(self.b[1](self.c[1](y)), y))
+        y = F.gelu(self.b[2](self.c[2](y)))
+        z = self.b[3](self.c[3](y))
+        z += y
+        y = F.hardswish(z)
+        y = self.b[4](self.c[4](y)).relu_()
+        y = F.hardtanh(operator.add(y, self.b[5](self.c[5](y))), 0.0, 6.0)
+        return F.relu(self.b[6](self.c[6](y)), inplace=True)
+
+
+def test_every_form():
+    s = fuse_and_check(Forms(), torch.randn(2, 4, 6, 6))
+    acts = [e.fused[-1] for e in s.entries]
+    assert acts == ["relu6", "silu", "gelu", "hardswish", "relu", "relu6", "relu"], str(s)
+    assert s.residuals == 3, str(s)
+
+
+class OtherDtypeResidual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 1)
+
+    def forward(self, x, r):
+        return torch.relu(self.conv(x) + r)
+
+
+@pytest.mark.parametrize("kind", ["dtype", "memory_format", "broadcast"])
+def test_a_residual_that_does_not_fit_is_added_by_torch(kind):
+    x = torch.randn(2, 3, 5, 5)
+    r = {"dtype": torch.randn(2, 3, 5, 5, dtype=torch.float64),
+         "memory_format": torch.randn(2, 3, 5, 5).contiguous(memory_format=torch.channels_last),
+         "broadcast": torch.randn(1, 3, 1, 5)}[kind]
+    m = OtherDtypeResidual().eval()
+    with torch.no_grad():
+        want = m(x, r)
+        got = convkit.fuse(m)(x, r)
+    assert got.dtype == want.dtype and rel_l2(got, want) <= 1e-6
+
+
+def test_not_traceable_model_is_fused_inside_its_children():
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+            self.b = nn.Sequential(nn.Conv2d(4, 4, 1), nn.BatchNorm2d(4))
+
+        def forward(self, x):
+            y = self.a(x)
+            if y.sum() > 0:  # data-dependent control flow: not symbolically traceable
+                y = self.b(y)
+            return y
+
+    x = torch.randn(1, 3, 6, 6)
+    with torch.no_grad():
+        x = x.abs()
+    s = fuse_and_check(Branchy(), x)
+    assert s.bn_folded == 2 and s.activations == 1
+    assert "not traceable as a whole" in str(s)
+
+
+def test_conv_transpose_and_linear_are_left():
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ConvTranspose2d(4, 2, 2), nn.Flatten(), nn.LazyLinear(3))
+    x = torch.randn(1, 3, 6, 6)
+    m(x)
+    s = fuse_and_check(m, x)
+    assert s.convs == 1 and s.bn_folded == 1
+    assert "ConvTranspose2d" in str(s)
+
+
+def test_nn_fuse_is_the_same():
+    m = randomise_bn(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU6())).eval()
+    x = torch.randn(1, 3, 6, 6)
+    with torch.no_grad():
+        assert torch.equal(convkit.nn.fuse(m)(x), convkit.fuse(m)(x))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_resnet_block_every_device_and_dtype(device, dtype):
+    if device == "cpu" and dtype == torch.bfloat16:
+        pytest.skip("convkit's CPU kernels compute f32 only")
+    model = randomise_bn(torchvision.models.resnet18(weights=None)).eval().to(device=device, dtype=dtype)
+    fmt = torch.channels_last if dtype == torch.bfloat16 else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    x = torch.randn(2, 3, 64, 64, device=device, dtype=dtype).contiguous(memory_format=fmt)
+    with torch.no_grad():
+        want = copy.deepcopy(model).double()(x.double())
+        got = convkit.fuse(model, memory_format=fmt)(x)
+    assert rel_l2(got, want) <= (1e-4 if dtype == torch.float32 else 3e-2)

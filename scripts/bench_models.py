@@ -1,0 +1,187 @@
+"""Whole torchvision models through PyTorch and convkit, in one process, on a GPU.
+
+    python scripts/bench_models.py [--models resnet50,mobilenet_v2] [--dtypes bf16,f32] [--batches 32,1]
+                                   [--variants eager,compile,convert,fuse,fuse_compile] [--max-autotune]
+                                   [--json out.json]
+
+Models (random init, eval): resnet50, resnext50_32x4d, mobilenet_v2, efficientnet_b0, convnext_tiny.
+bf16 runs channels_last (model and input), f32 runs contiguous NCHW with strict fp32 on both sides (cuDNN's
+TF32 off). Variants:
+  eager         the model as PyTorch runs it (cuDNN, benchmark=True)
+  compile       torch.compile(model) (mode default); with --max-autotune also
+                mode="max-autotune-no-cudagraphs" (its compile time is reported)
+  convert       convkit.nn.convert(model): every Conv2d swapped, BatchNorm/activations/adds still PyTorch ops
+  fuse          convkit.fuse(model): BatchNorm folded, activation and residual in convkit's epilogue
+  fuse_compile  torch.compile(convkit.fuse(model))
+  graph         at batch 1 also: CUDA-graph replays, torch.compile(mode="reduce-overhead") for PyTorch and a
+                captured torch.cuda.CUDAGraph of convkit.fuse(model)
+Each row: median ms (triton.testing.do_bench, L2 flushed), the speed-up over eager PyTorch, and the output's
+rel L2 against a float64 run of the same model on the same input. Markdown on stdout; --json for machines.
+"""
+import argparse
+import copy
+import json
+import sys
+import time
+
+import torch
+
+import convkit
+
+MODELS = ("resnet50", "resnext50_32x4d", "mobilenet_v2", "efficientnet_b0", "convnext_tiny")
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def bench(fn):
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def rel_l2(a, b):
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-300))
+
+
+def make_model(name):
+    import torchvision
+
+    torch.manual_seed(0)
+    m = getattr(torchvision.models, name)(weights=None)
+    # Random BatchNorm statistics: a freshly built model's are (0, 1), which would hide a wrong fold.
+    g = torch.Generator().manual_seed(1)
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.copy_(torch.randn(mod.num_features, generator=g) * 0.1)
+            mod.running_var.copy_(torch.rand(mod.num_features, generator=g) * 0.5 + 0.75)
+            if mod.weight is not None:
+                mod.weight.data.copy_(torch.rand(mod.num_features, generator=g) * 0.5 + 0.75)
+                mod.bias.data.copy_(torch.randn(mod.num_features, generator=g) * 0.1)
+    return m.eval()
+
+
+def run_one(name, dt, batch, variants, max_autotune):
+    dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[dt]
+    fmt = torch.channels_last if dt == "bf16" else torch.contiguous_format
+    base = make_model(name)
+    x64 = torch.randn(batch, 3, 224, 224, generator=torch.Generator().manual_seed(2)).double()
+    with torch.no_grad():
+        ref = copy.deepcopy(base).double().cuda()(x64.cuda())
+    model = copy.deepcopy(base).to(device="cuda", dtype=dtype, memory_format=fmt)
+    x = x64.to(device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+    rows = []
+
+    def add(variant, fn, extra=""):
+        try:
+            with torch.no_grad():
+                out = fn()
+                err = rel_l2(out.float(), ref.float())
+                ms = bench(fn)
+            rows.append({"model": name, "dtype": dt, "batch": batch, "variant": variant, "ms": ms, "rel_l2": err,
+                         "note": extra})
+            log(f"  {name} {dt} n{batch} {variant}: {ms:.3f} ms, rel L2 {err:.2e} {extra}")
+        except Exception as e:  # noqa: BLE001  (report and go on: one failing variant is a row, not a crash)
+            rows.append({"model": name, "dtype": dt, "batch": batch, "variant": variant, "ms": None,
+                         "rel_l2": None, "note": f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"})
+            log(f"  {name} {dt} n{batch} {variant}: ERROR {e}")
+
+    def compiled(m, **kw):
+        t0 = time.time()
+        c = torch.compile(m, **kw)
+        with torch.no_grad():
+            c(x)
+            c(x)
+        return c, time.time() - t0
+
+    if "eager" in variants:
+        add("eager", lambda: model(x))
+    if "compile" in variants:
+        c, s = compiled(model)
+        add("compile", lambda: c(x), f"compile {s:.0f} s")
+        if max_autotune:
+            c2, s2 = compiled(model, mode="max-autotune-no-cudagraphs")
+            add("compile max-autotune", lambda: c2(x), f"compile {s2:.0f} s")
+    if "convert" in variants:
+        conv = convkit.nn.convert(copy.deepcopy(model), memory_format=fmt)
+        add("convkit convert", lambda: conv(x))
+    fused = None
+    if "fuse" in variants or "fuse_compile" in variants or "graph" in variants:
+        fused = convkit.fuse(model, memory_format=fmt)
+        s = fused.convkit_summary
+        note = f"{s.convs} convs, {s.bn_folded} bn, {s.activations} act, {s.residuals} res"
+    if "fuse" in variants:
+        add("convkit fuse", lambda: fused(x), note)
+    if "fuse_compile" in variants:
+        fc, s = compiled(fused)
+        add("compile(convkit fuse)", lambda: fc(x), f"compile {s:.0f} s")
+    if "graph" in variants and batch == 1:
+        ro, s = compiled(model, mode="reduce-overhead")
+        add("compile reduce-overhead", lambda: ro(x), f"compile {s:.0f} s")
+        g = torch.cuda.CUDAGraph()
+        with torch.no_grad():
+            st = torch.cuda.Stream()
+            st.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(st):
+                for _ in range(3):
+                    fused(x)
+            torch.cuda.current_stream().wait_stream(st)
+            with torch.cuda.graph(g):
+                gout = fused(x)
+
+        def replay():
+            g.replay()
+            return gout
+
+        add("convkit fuse (CUDA graph)", replay)
+    return rows
+
+
+def table(rows):
+    out = ["| model | dtype | batch | variant | ms | vs eager | rel L2 vs f64 | note |", "|---|---|---|---|---|---|---|---|"]
+    eager = {(r["model"], r["dtype"], r["batch"]): r["ms"] for r in rows if r["variant"] == "eager"}
+    for r in rows:
+        e = eager.get((r["model"], r["dtype"], r["batch"]))
+        ms = f"{r['ms']:.3f}" if r["ms"] else "-"
+        sp = f"{e / r['ms']:.2f}x" if e and r["ms"] else "-"
+        err = f"{r['rel_l2']:.1e}" if r["rel_l2"] is not None else "-"
+        out.append(f"| {r['model']} | {r['dtype']} | {r['batch']} | {r['variant']} | {ms} | {sp} | {err} | {r['note']} |")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--dtypes", default="bf16,f32")
+    ap.add_argument("--batches", default="32")
+    ap.add_argument("--variants", default="eager,compile,convert,fuse,fuse_compile,graph")
+    ap.add_argument("--max-autotune", action="store_true")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_models: no CUDA device", file=sys.stderr)
+        return 2
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    variants = set(a.variants.split(","))
+    rows = []
+    for name in a.models.split(","):
+        for dt in a.dtypes.split(","):
+            for b in (int(v) for v in a.batches.split(",")):
+                rows += run_one(name, dt, b, variants, a.max_autotune)
+                if a.json:
+                    with open(a.json + ".tmp", "w") as f:
+                        json.dump(rows, f, indent=1)
+    print(table(rows))
+    if a.json:
+        import os
+
+        os.replace(a.json + ".tmp", a.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
