@@ -27,8 +27,8 @@ cmake --build build/consumer
 LD_LIBRARY_PATH="$PWD/build/install/lib:${LD_LIBRARY_PATH:-}" ./build/consumer/consumer
 echo "== PyTorch extension (CPU tests; CUDA tests skip without a GPU)"
 PY=${PYTHON:-python3}
-if ! $PY -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.11') else 1)" 2>/dev/null; then
-  $PY -m pip install -q "torch==2.11.0"
+if ! $PY -c "import torch, torchvision, sys; sys.exit(0 if torch.__version__.startswith('2.11') else 1)" 2>/dev/null; then
+  $PY -m pip install -q "torch==2.11.0" "torchvision==0.26.0"
 fi
 $PY -m pip install -q pytest numpy wheel "setuptools>=64"
 CONVKIT_CMAKE_BUILD_DIR="$PWD/build-python" CONVKIT_BUILD_JOBS="$jobs" \

@@ -66,7 +66,7 @@ namespace {
 const char* kGpuDepthwiseSpecs[] = {
     "n2c32h17w19k32r3s3p1g32",       "n1c144h14w14k144r3s3p1u2g144", "n2c17h9w13k17r5s5p2g17",
     "n1c3h11w7k3r7s7p3g3",           "n1c145h9w9k145r3s3p1g145",     "n2c16h12w12k16r3s3p4d2g16",
-    "n1c8h40w40k8r31s31p15g8",       "n1c16h1w1k16r3s3p1g16",        "n2c24h1w37k24r1s5p0pw2g24",
+    "n1c8h40w40k8r31s31p15g8",       "n1c16h1w1k16r3s3p1g16",        "n2c24h1w37k24r1s5ph0pw2g24",
     "n1c16h15w15k32r3s3p1g16",       "n1c8h13w11k32r3s3p1u2g8",      "n1c9h10w10k27r5s5p2g9",
     "n3c64h23w29k64r1s1g64",         "n1c40h21w21k40r7s7p3u2d2g40",  "n1c96h28w28k96r7s7p3g96",
     "n1c16h8w8k16r3s3p0u3g16",       "n2c48h31w5k48r3s1p1g48",       "n1c8h19w19k8r11s11p5d2g8"};

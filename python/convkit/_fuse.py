@@ -269,6 +269,10 @@ def _is_bn(gm, node):
 def _is_identity_in_eval(gm, node):
     m = _module(gm, node)
     if m is None:
+        # torchvision.ops.stochastic_depth is an FX leaf function (torch.fx.wrap): identity when not training.
+        if node.op == "call_function" and getattr(node.target, "__name__", "") == "stochastic_depth":
+            training = node.args[3] if len(node.args) > 3 else node.kwargs.get("training", True)
+            return training is False
         return False
     if type(m) in (torch.nn.Identity, torch.nn.Dropout, torch.nn.Dropout2d):
         return not m.training or type(m) is torch.nn.Identity

@@ -69,7 +69,7 @@ __global__ void depthwise_nhwc_kernel(ConvDims d, DwPlan t, const T* __restrict_
   extern __shared__ float4 smem4[];
   const int RS = d.r * d.s, kb = t.lanes * kVec, M = d.kg;  // kg = K/groups = the channel multiplier
   float* s_w = reinterpret_cast<float*>(smem4);             // [R*S][kb]
-  T* s_in = reinterpret_cast<T*>(s_w + RS * kb);            // [ih][iw][cb]
+  float* s_in = s_w + RS * kb;                              // [ih][iw][cb], converted to fp32 once
 
   int64_t tile = blockIdx.x;
   const int tq_i = int(tile % t.tiles_q);
@@ -88,25 +88,51 @@ __global__ void depthwise_nhwc_kernel(ConvDims d, DwPlan t, const T* __restrict_
     const int kk = i % kb, rs = i / kb, k = k0 + kk;
     s_w[i] = k < d.k ? elem_to_float<T>(wei[int64_t(k) * RS + rs]) : 0.0f;
   }
-  // The input tile with its halo: zeros outside the image and past the last channel.
-  const int cv = t.cb / kVec;  // vectors per staged pixel
-  const int units = t.ih * t.iw * cv;
-  for (int u = tid; u < units; u += nthreads) {
-    const int v = u % cv, pix = u / cv, x = pix % t.iw, y = pix / t.iw;
-    const int h = h0 + y, w = w0 + x, c = c0 + v * kVec;
-    Vec<T, kVec> val;
-    if (h >= 0 && h < d.h && w >= 0 && w < d.w && c < d.c) {
-      const int64_t off = ((n * d.h + h) * d.w + w) * d.c + c;
-      if (kVec > 1) {  // kVec > 1 only when C % kVec == 0: the whole vector is inside the image
-        val = *reinterpret_cast<const Vec<T, kVec>*>(src + off);
-      } else {
-        val.v[0] = src[off];
-      }
-    } else {
+  // The input tile with its halo, zeros outside the image and past the last channel, converted to fp32
+  // here once instead of at each of its R*S uses.
+  const int npix = t.ih * t.iw;
+  if (kVec > 1) {
+    // NOTE: kVec > 1 means M == 1 and C % kVec == 0, so cb == kb, a thread's vector column v = tid % lanes
+    // is fixed and its pixels step by nthreads / lanes (threads are a multiple of lanes): no division per
+    // element, and kUnroll independent 16-byte loads are in flight per thread before the first store.
+    constexpr int kUnroll = 4;
+    const int v = tid % t.lanes, step = nthreads / t.lanes;
+    const int c = c0 + v * kVec;
+    const bool c_ok = c < d.c;
+    for (int pix0 = tid / t.lanes; pix0 < npix; pix0 += kUnroll * step) {
+      Vec<T, kVec> val[kUnroll];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) val.v[j] = zero_elem<T>();
+      for (int j = 0; j < kUnroll; ++j) {
+        const int pix = pix0 + j * step, y = pix / t.iw, x = pix - y * t.iw;
+        const int h = h0 + y, w = w0 + x;
+        if (pix < npix && c_ok && h >= 0 && h < d.h && w >= 0 && w < d.w) {
+          val[j] = *reinterpret_cast<const Vec<T, kVec>*>(src + ((n * d.h + h) * d.w + w) * d.c + c);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) val[j].v[e] = zero_elem<T>();
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        const int pix = pix0 + j * step;
+        if (pix >= npix) break;
+        float* o = s_in + pix * t.cb + v * kVec;
+#pragma unroll
+        for (int e = 0; e < kVec; e += 4)
+          *reinterpret_cast<float4*>(o + e) =
+              make_float4(elem_to_float<T>(val[j].v[e]), elem_to_float<T>(val[j].v[e + 1]),
+                          elem_to_float<T>(val[j].v[e + 2]), elem_to_float<T>(val[j].v[e + 3]));
+      }
     }
-    *reinterpret_cast<Vec<T, kVec>*>(s_in + int64_t(pix) * t.cb + v * kVec) = val;
+  } else {
+    for (int u = tid; u < npix * t.cb; u += nthreads) {
+      const int cc = u % t.cb, pix = u / t.cb, y = pix / t.iw, x = pix - y * t.iw;
+      const int h = h0 + y, w = w0 + x, c = c0 + cc;
+      float val = 0.0f;
+      if (h >= 0 && h < d.h && w >= 0 && w < d.w && c < d.c)
+        val = elem_to_float<T>(src[((n * d.h + h) * d.w + w) * d.c + c]);
+      s_in[u] = val;
+    }
   }
   __syncthreads();
 
@@ -115,6 +141,8 @@ __global__ void depthwise_nhwc_kernel(ConvDims d, DwPlan t, const T* __restrict_
   const int ps = strip / qstrips, qs = strip % qstrips;
   if (ps >= t.tp) return;
   const int kl = lane * kVec;  // the thread's first channel within the block
+  // The thread's input channel within the staged pixel: its own vector (M == 1) or k / M - c0.
+  const int ci = kVec > 1 ? kl : (k0 + kl) / M - c0;
 
   float acc[kQt][kVec];
 #pragma unroll
@@ -122,24 +150,38 @@ __global__ void depthwise_nhwc_kernel(ConvDims d, DwPlan t, const T* __restrict_
 #pragma unroll
     for (int j = 0; j < kVec; ++j) acc[i][j] = 0.0f;
 
+  // Word offsets: of the thread's first output's window origin, between its outputs, per tap row / column.
+  const float* ip0 = s_in + (ps * d.stride_h * t.iw + qs * d.stride_w) * t.cb + ci;
+  const int out_step = qstrips * d.stride_w * t.cb, row_step = d.dil_h * t.iw * t.cb, col_step = d.dil_w * t.cb;
+  const float* wp = s_w + kl;
   for (int r = 0; r < d.r; ++r) {
-    const int y = ps * d.stride_h + r * d.dil_h;
-    for (int s = 0; s < d.s; ++s) {
+    const float* ipr = ip0 + r * row_step;
+    for (int s = 0; s < d.s; ++s, wp += kb) {
       float wv[kVec];
-      const float* wp = s_w + (r * d.s + s) * kb + kl;
+      if (kVec == 4 || kVec == 8) {
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) wv[j] = wp[j];
+        for (int j = 0; j < kVec; j += 4) {
+          const float4 w4 = *reinterpret_cast<const float4*>(wp + j);
+          wv[j] = w4.x, wv[j + 1] = w4.y, wv[j + 2] = w4.z, wv[j + 3] = w4.w;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) wv[j] = wp[j];
+      }
+      const float* ip = ipr + s * col_step;
 #pragma unroll
       for (int i = 0; i < kQt; ++i) {
-        const int x = (qs + i * qstrips) * d.stride_w + s * d.dil_w;
-        const T* ip = s_in + (int64_t(y) * t.iw + x) * t.cb;
-        if (kVec > 1) {  // M == 1: the output channels' inputs are the same vector
-          const Vec<T, kVec> in = *reinterpret_cast<const Vec<T, kVec>*>(ip + kl);
+        if (kVec == 4 || kVec == 8) {
 #pragma unroll
-          for (int j = 0; j < kVec; ++j) acc[i][j] = fmaf(elem_to_float<T>(in.v[j]), wv[j], acc[i][j]);
+          for (int j = 0; j < kVec; j += 4) {
+            const float4 x4 = *reinterpret_cast<const float4*>(ip + i * out_step + j);
+            acc[i][j] = fmaf(x4.x, wv[j], acc[i][j]);
+            acc[i][j + 1] = fmaf(x4.y, wv[j + 1], acc[i][j + 1]);
+            acc[i][j + 2] = fmaf(x4.z, wv[j + 2], acc[i][j + 2]);
+            acc[i][j + 3] = fmaf(x4.w, wv[j + 3], acc[i][j + 3]);
+          }
         } else {
-          const int ci = (k0 + kl) / M - c0;
-          acc[i][0] = fmaf(elem_to_float<T>(ip[ci]), wv[0], acc[i][0]);
+          acc[i][0] = fmaf(ip[i * out_step], wv[0], acc[i][0]);
         }
       }
     }
@@ -200,16 +242,22 @@ __global__ void depthwise_nchw_kernel(ConvDims d, DwPlan t, const T* __restrict_
     s_w[i] = pl < nplanes ? elem_to_float<T>(wei[int64_t(k) * RS + i % RS]) : 0.0f;
   }
   const int per_plane = t.ih * t.iw;
-  for (int u = tid; u < t.planes * per_plane; u += nthreads) {
-    const int pi = u / per_plane, pix = u % per_plane, y = pix / t.iw, x = pix % t.iw;
+  // NOTE: one warp per staged row (one division per row, not per element), its lanes along W: coalesced
+  // loads; the row loop is unrolled so that several rows' loads are in flight before the first store.
+  const int warp = tid / 32, lane32 = tid % 32, nwarps = nthreads / 32;
+#pragma unroll 4
+  for (int row = warp; row < t.planes * t.ih; row += nwarps) {
+    const int pi = row / t.ih, y = row - pi * t.ih;
     const int64_t pl = plane0 + pi;
-    const int h = h0 + y, w = w0 + x;
-    float v = 0.0f;
-    if (pl < nplanes && h >= 0 && h < d.h && w >= 0 && w < d.w) {
-      const int64_t n = pl / d.k, c = (pl % d.k) / M;
-      v = elem_to_float<T>(src[((n * d.c + c) * d.h + h) * d.w + w]);
+    const int h = h0 + y;
+    const bool row_ok = pl < nplanes && h >= 0 && h < d.h;
+    const T* srow = src;
+    if (row_ok) srow = src + ((pl / d.k * d.c + (pl % d.k) / M) * d.h + h) * int64_t(d.w);
+    float* o = s_in + row * t.iw;
+    for (int x = lane32; x < t.iw; x += 32) {
+      const int w = w0 + x;
+      o[x] = row_ok && w >= 0 && w < d.w ? elem_to_float<T>(srow[w]) : 0.0f;
     }
-    s_in[u] = v;
   }
   __syncthreads();
 
@@ -257,7 +305,7 @@ void finish_geometry(const Conv2dProblem& pb, DwPlan& t) {
 // NHWC: the channel lanes first (a divisor of C/vec up to 8 where one exists, so no lane idles), then
 // the tile: tq the smallest of 4, 8, 16 that covers Q (16 at most), tp to fill ~256 threads; shrunk (tp,
 // then tq, then lanes) until the staged tile and the taps fit the shared-memory budget.
-DwPlan plan_nhwc(const Conv2dProblem& pb, int vec, int64_t elem) {
+DwPlan plan_nhwc(const Conv2dProblem& pb, int vec) {
   DwPlan t;
   t.vec = vec;
   const int64_t K = pb.k, M = pb.k_per_group();
@@ -280,7 +328,7 @@ DwPlan plan_nhwc(const Conv2dProblem& pb, int vec, int64_t elem) {
     t.tp = int(std::max<int64_t>(1, std::min<int64_t>(P, kThreadsTarget / (t.lanes * strips_per_row))));
     for (;;) {
       finish_geometry(pb, t);
-      t.smem = int64_t(pb.r) * pb.s * kb * 4 + int64_t(t.ih) * t.iw * t.cb * elem;
+      t.smem = (int64_t(pb.r) * pb.s * kb + int64_t(t.ih) * t.iw * t.cb) * 4;  // fp32 taps and tile
       if (t.smem <= kSmemBudget || t.tp == 1) break;
       t.tp = std::max(1, t.tp / 2);
     }
@@ -314,7 +362,7 @@ DwPlan plan_nchw(const Conv2dProblem& pb) {
     if (t.tq > 8) { t.tq /= 2; continue; }
     break;
   }
-  t.threads = t.planes * t.tq * (t.tp / kQt);
+  t.threads = round_up(t.planes * t.tq * (t.tp / kQt), 32);  // whole warps: the staging loop is warp-wide
   return t;
 }
 
@@ -350,7 +398,7 @@ void launch(const ConvCall& call) {
     const auto& e = call.epilogue;
     if (!aligned16(src) || !aligned16(dst) || (e.bias && !aligned16(e.bias)) || (e.residual && !aligned16(e.residual)))
       vec = 1;
-    const DwPlan t = plan_nhwc(pb, vec, elem_bytes(call.config.dtype));
+    const DwPlan t = plan_nhwc(pb, vec);
     const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.k + t.lanes * vec - 1) / (t.lanes * vec)));
     constexpr int kV = int(16 / sizeof(T));
     if (vec > 1) {
@@ -386,7 +434,7 @@ class CudaDepthwise final : public CudaAlgorithm {
     if (Support s = dims_fit_int(pb); !s) return s;
     if (int64_t(pb.h) * pb.w > INT_MAX / 2 || int64_t(pb.p()) * pb.q() > INT_MAX / 2)
       return Support::no("an image plane passes 2^30 pixels (32-bit shared-memory indexing).");
-    const DwPlan t = cfg.layout == Layout::nhwc ? plan_nhwc(pb, nhwc_vec(pb, cfg.dtype), elem_bytes(cfg.dtype))
+    const DwPlan t = cfg.layout == Layout::nhwc ? plan_nhwc(pb, nhwc_vec(pb, cfg.dtype))
                                                  : plan_nchw(pb);
     if (t.smem > kSmemBudget)
       return Support::no("the dilated filter extent is too large: even the smallest tile with its halo needs " +
