@@ -23,6 +23,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <string>
 
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
@@ -292,6 +294,182 @@ __global__ void depthwise_nchw_kernel(ConvDims d, DwPlan t, const T* __restrict_
   }
 }
 
+// ---- the register window (stride 1, dilation 1 along W, S = kS of 3, 5 or 7) -------------------------
+// The common depthwise layers. Each thread owns kQt CONSECUTIVE outputs of one row (NHWC) or one column
+// (NCHW), so that along the filter's row every staged input is read from shared memory once and feeds up
+// to kQt * kS FMAs from registers, with the row's kS taps held in registers too: per filter row kQt+kS-1
+// input reads instead of kQt*kS, and (NHWC) the tile stays in the input dtype, 16 bytes per 8 bf16
+// channels, brought in by cp.async (zero-filled outside the image).
+__device__ __forceinline__ void cp_async16_zfill(void* s, const void* g, bool pred) {
+  const uint32_t sa = uint32_t(__cvta_generic_to_shared(s));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(pred ? 16 : 0));
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ void load_vec_f32(const T* p, float (&out)[kVec]) {
+  const Vec<T, kVec> v = *reinterpret_cast<const Vec<T, kVec>*>(p);
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) out[e] = elem_to_float<T>(v.v[e]);
+}
+
+// NHWC, M = 1, C % kVec == 0, 16-byte aligned: the block and thread layout of depthwise_nhwc_kernel except
+// that the thread's outputs are columns 4*qs .. 4*qs+3 of its row.
+template <typename T, int kVec, int kS>
+__global__ void __launch_bounds__(256) depthwise_nhwc_window_kernel(ConvDims d, DwPlan t, const T* __restrict__ src,
+                                                                   const T* __restrict__ wei, T* dst, EpilogueTc<T> epi) {
+  extern __shared__ float4 smem4[];
+  const int kb = t.lanes * kVec, RS = d.r * kS;
+  float* s_w = reinterpret_cast<float*>(smem4);   // [R*kS][kb] fp32
+  T* s_in = reinterpret_cast<T*>(s_w + RS * kb);  // [ih][iw][kb] in T
+  int64_t tile = blockIdx.x;
+  const int tq_i = int(tile % t.tiles_q);
+  tile /= t.tiles_q;
+  const int tp_i = int(tile % t.tiles_p);
+  const int64_t n = tile / t.tiles_p;
+  const int p0 = tp_i * t.tp, q0 = tq_i * t.tq, k0 = blockIdx.y * kb;
+  const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 - d.pad_w;
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+
+  const int npix = t.ih * t.iw;
+  {
+    const int v = tid % t.lanes, step = nthreads / t.lanes, c = k0 + v * kVec;
+    for (int pix = tid / t.lanes; pix < npix; pix += step) {
+      const int y = pix / t.iw, x = pix - y * t.iw, h = h0 + y, w = w0 + x;
+      const bool ok = c < d.c && h >= 0 && h < d.h && w >= 0 && w < d.w;
+      cp_async16_zfill(s_in + pix * kb + v * kVec, ok ? src + ((n * d.h + h) * d.w + w) * d.c + c : src, ok);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  }
+  for (int i = tid; i < RS * kb; i += nthreads) {
+    const int kk = i % kb, rs = i / kb, k = k0 + kk;
+    s_w[i] = k < d.k ? elem_to_float<T>(wei[int64_t(k) * RS + rs]) : 0.0f;
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::);
+  __syncthreads();
+
+  const int lane = tid % t.lanes, strip = tid / t.lanes, qstrips = t.tq / kQt;
+  const int ps = strip / qstrips, qs = (strip % qstrips) * kQt;
+  if (ps >= t.tp) return;
+  const int kl = lane * kVec;
+  float acc[kQt][kVec];
+#pragma unroll
+  for (int i = 0; i < kQt; ++i)
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) acc[i][e] = 0.0f;
+  for (int r = 0; r < d.r; ++r) {
+    float wv[kS][kVec];
+#pragma unroll
+    for (int s = 0; s < kS; ++s)
+#pragma unroll
+      for (int e = 0; e < kVec; e += 4) {
+        const float4 w4 = *reinterpret_cast<const float4*>(s_w + (r * kS + s) * kb + kl + e);
+        wv[s][e] = w4.x, wv[s][e + 1] = w4.y, wv[s][e + 2] = w4.z, wv[s][e + 3] = w4.w;
+      }
+    const T* ip = s_in + ((ps * d.stride_h + r * d.dil_h) * t.iw + qs) * kb + kl;
+#pragma unroll
+    for (int j = 0; j < kQt + kS - 1; ++j) {
+      float x[kVec];
+      load_vec_f32<T, kVec>(ip + j * kb, x);
+#pragma unroll
+      for (int i = 0; i < kQt; ++i) {
+        const int s = j - i;
+        if (s >= 0 && s < kS) {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) acc[i][e] = fmaf(x[e], wv[s][e], acc[i][e]);
+        }
+      }
+    }
+  }
+  const int p = p0 + ps, k = k0 + kl;
+  if (p >= d.p || k >= d.k) return;
+  Vec<T, kVec> bv;
+  if (epi.bias) bv = *reinterpret_cast<const Vec<T, kVec>*>(epi.bias + k);
+#pragma unroll
+  for (int i = 0; i < kQt; ++i) {
+    const int q = q0 + qs + i;
+    if (q >= d.q) break;
+    const int64_t o = ((n * d.p + p) * d.q + q) * d.k + k;
+    Vec<T, kVec> rv, out;
+    if (epi.residual) rv = *reinterpret_cast<const Vec<T, kVec>*>(epi.residual + o);  // read before the store
+#pragma unroll
+    for (int e = 0; e < kVec; ++e)
+      out.v[e] = float_to_elem<T>(apply_epilogue<float>(
+          epi.activation, epi.alpha, epi.beta, acc[i][e], epi.bias != nullptr, epi.bias ? elem_to_float<T>(bv.v[e]) : 0.0f,
+          epi.residual != nullptr, epi.residual ? elem_to_float<T>(rv.v[e]) : 0.0f));
+    *reinterpret_cast<Vec<T, kVec>*>(dst + o) = out;
+  }
+}
+
+// NCHW, R = S = kS, stride 1, dilation 1: depthwise_nchw_kernel's block layout, but each thread owns output
+// rows 4*ps .. 4*ps+3 of its column, and the kS x kS taps sit in registers: per column of the filter,
+// kQt+kS-1 input reads feed kQt*kS FMAs.
+template <typename T, int kS>
+__global__ void __launch_bounds__(256) depthwise_nchw_window_kernel(ConvDims d, DwPlan t, const T* __restrict__ src,
+                                                                   const T* __restrict__ wei, T* dst, EpilogueTc<T> epi) {
+  extern __shared__ float4 smem4[];
+  constexpr int RS = kS * kS;
+  const int M = d.kg;
+  float* s_w = reinterpret_cast<float*>(smem4);  // [planes][kS*kS]
+  float* s_in = s_w + t.planes * RS;             // [planes][ih][iw]
+  int64_t b = blockIdx.x;
+  const int tq_i = int(b % t.tiles_q);
+  b /= t.tiles_q;
+  const int tp_i = int(b % t.tiles_p);
+  const int64_t plane0 = (b / t.tiles_p) * t.planes, nplanes = int64_t(d.n) * d.k;
+  const int p0 = tp_i * t.tp, q0 = tq_i * t.tq, h0 = p0 - d.pad_h, w0 = q0 - d.pad_w;
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  for (int i = tid; i < t.planes * RS; i += nthreads) {
+    const int64_t pl = plane0 + i / RS;
+    s_w[i] = pl < nplanes ? elem_to_float<T>(wei[(pl % d.k) * RS + i % RS]) : 0.0f;
+  }
+  const int warp = tid / 32, lane32 = tid % 32, nwarps = nthreads / 32;
+#pragma unroll 4
+  for (int row = warp; row < t.planes * t.ih; row += nwarps) {
+    const int pi = row / t.ih, y = row - pi * t.ih, h = h0 + y;
+    const int64_t pl = plane0 + pi;
+    const bool row_ok = pl < nplanes && h >= 0 && h < d.h;
+    const T* srow = row_ok ? src + ((pl / d.k * d.c + (pl % d.k) / M) * d.h + h) * int64_t(d.w) : src;
+    float* o = s_in + row * t.iw;
+    for (int x = lane32; x < t.iw; x += 32) {
+      const int w = w0 + x;
+      o[x] = row_ok && w >= 0 && w < d.w ? elem_to_float<T>(srow[w]) : 0.0f;
+    }
+  }
+  __syncthreads();
+  const int rstrips = t.tp / kQt;
+  const int qs = tid % t.tq, rest = tid / t.tq, ps = (rest % rstrips) * kQt, pi = rest / rstrips;
+  const int64_t pl = plane0 + pi;
+  if (pi >= t.planes || pl >= nplanes) return;
+  float w[kS][kS];
+#pragma unroll
+  for (int r = 0; r < kS; ++r)
+#pragma unroll
+    for (int s = 0; s < kS; ++s) w[r][s] = s_w[pi * RS + r * kS + s];
+  const float* ip = s_in + (int64_t(pi) * t.ih + ps) * t.iw + qs;
+  float acc[kQt] = {};
+#pragma unroll
+  for (int y = 0; y < kQt + kS - 1; ++y)
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+      const float x = ip[y * t.iw + s];
+#pragma unroll
+      for (int i = 0; i < kQt; ++i) {
+        const int r = y - i;
+        if (r >= 0 && r < kS) acc[i] = fmaf(x, w[r][s], acc[i]);
+      }
+    }
+  const int q = q0 + qs;
+  if (q >= d.q) return;
+  const int64_t k = pl % d.k;
+#pragma unroll
+  for (int i = 0; i < kQt; ++i) {
+    const int p = p0 + ps + i;
+    if (p >= d.p) break;
+    const int64_t o = (pl * d.p + p) * d.q + q;
+    dst[o] = float_to_elem<T>(epi(acc[i], k, o));
+  }
+}
+
 // ---- planning -----------------------------------------------------------------------------------
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
@@ -348,6 +526,7 @@ DwPlan plan_nchw(const Conv2dProblem& pb) {
   const int64_t Q = pb.q(), P = pb.p();
   t.tq = Q <= 8 ? 8 : Q <= 16 ? 16 : Q <= 32 ? 32 : 64;
   t.tp = int(std::min<int64_t>(round_up(int(std::min<int64_t>(P, 32)), kQt), 32));
+  while (t.tq * (t.tp / kQt) > kThreadsTarget) t.tp -= kQt;  // one plane's threads fit 256 (launch bounds)
   for (;;) {
     const int per_plane_threads = t.tq * (t.tp / kQt);
     t.planes = std::max(1, kThreadsTarget / per_plane_threads);
@@ -377,6 +556,19 @@ int nhwc_vec(const Conv2dProblem& pb, DType dt) {
   return pb.k_per_group() == 1 && pb.c % v == 0 ? v : 1;
 }
 
+// The register-window kernels' filter width (3, 5 or 7), or 0 for the general kernels: NHWC needs the
+// 16-byte vector path, stride and dilation 1 along W; NCHW a square filter with stride and dilation 1.
+// CONVKIT_DEPTHWISE_WINDOW=0 turns them off (an A/B switch for benchmarks; read here only).
+int window_size(const Conv2dProblem& pb, Layout layout, int vec) {
+  static const bool off = [] {
+    const char* e = std::getenv("CONVKIT_DEPTHWISE_WINDOW");
+    return e != nullptr && std::string(e) == "0";
+  }();
+  if (off || (pb.s != 3 && pb.s != 5 && pb.s != 7) || pb.stride_w != 1 || pb.dilation_w != 1) return 0;
+  if (layout == Layout::nhwc) return vec > 1 ? int(pb.s) : 0;
+  return pb.r == pb.s && pb.stride_h == 1 && pb.dilation_h == 1 ? int(pb.s) : 0;
+}
+
 template <typename KernelT>
 void set_smem_attr(KernelT kernel, int64_t bytes) {
   if (bytes > 48 * 1024)
@@ -401,6 +593,17 @@ void launch(const ConvCall& call) {
     const DwPlan t = plan_nhwc(pb, vec);
     const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.k + t.lanes * vec - 1) / (t.lanes * vec)));
     constexpr int kV = int(16 / sizeof(T));
+    const int wnd = window_size(pb, Layout::nhwc, vec);
+    if (wnd > 0) {
+      // The tile in T instead of fp32: smaller than plan_nhwc's budget allowed for.
+      const int64_t smem = int64_t(pb.r) * pb.s * t.lanes * vec * 4 + int64_t(t.ih) * t.iw * t.cb * int64_t(sizeof(T));
+      auto kernel = wnd == 3 ? depthwise_nhwc_window_kernel<T, kV, 3>
+                    : wnd == 5 ? depthwise_nhwc_window_kernel<T, kV, 5> : depthwise_nhwc_window_kernel<T, kV, 7>;
+      set_smem_attr(kernel, smem);
+      kernel<<<grid, t.threads, smem, st>>>(d, t, src, wei, dst, epi);
+      CK_LAUNCH("depthwise_nhwc_window_kernel");
+      return;
+    }
     if (vec > 1) {
       set_smem_attr(depthwise_nhwc_kernel<T, kV>, t.smem);
       depthwise_nhwc_kernel<T, kV><<<grid, t.threads, t.smem, st>>>(d, t, src, wei, dst, epi);
@@ -412,6 +615,15 @@ void launch(const ConvCall& call) {
   } else {
     const DwPlan t = plan_nchw(pb);
     const int64_t blocks = (int64_t(pb.n) * pb.k + t.planes - 1) / t.planes * t.tiles_p * t.tiles_q;
+    const int wnd = window_size(pb, Layout::nchw, 1);
+    if (wnd > 0) {
+      auto kernel = wnd == 3 ? depthwise_nchw_window_kernel<T, 3>
+                    : wnd == 5 ? depthwise_nchw_window_kernel<T, 5> : depthwise_nchw_window_kernel<T, 7>;
+      set_smem_attr(kernel, t.smem);
+      kernel<<<unsigned(blocks), t.threads, t.smem, st>>>(d, t, src, wei, dst, epi);
+      CK_LAUNCH("depthwise_nchw_window_kernel");
+      return;
+    }
     set_smem_attr(depthwise_nchw_kernel<T>, t.smem);
     depthwise_nchw_kernel<T><<<unsigned(blocks), t.threads, t.smem, st>>>(d, t, src, wei, dst, epi);
     CK_LAUNCH("depthwise_nchw_kernel");
