@@ -315,6 +315,9 @@ __device__ __forceinline__ void load_vec_f32(const T* p, float (&out)[kVec]) {
 // NHWC, M = 1, C % kVec == 0, 16-byte aligned: the block and thread layout of depthwise_nhwc_kernel except
 // that the thread's outputs are columns 4*qs .. 4*qs+3 of its row.
 template <typename T, int kVec, int kS>
+// NOTE: 4 channels a thread in every dtype (8-byte reads of 16-bit tiles): with 8 (16-byte reads) the
+// accumulators and taps took 78-92 registers, 3 blocks per SM and 35% occupancy (ncu), and capping them at
+// 64 spilled. The tile still arrives in 16-byte cp.async pieces.
 __global__ void __launch_bounds__(256) depthwise_nhwc_window_kernel(ConvDims d, DwPlan t, const T* __restrict__ src,
                                                                    const T* __restrict__ wei, T* dst, EpilogueTc<T> epi) {
   extern __shared__ float4 smem4[];
@@ -332,11 +335,14 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_window_kernel(ConvDims d, 
 
   const int npix = t.ih * t.iw;
   {
-    const int v = tid % t.lanes, step = nthreads / t.lanes, c = k0 + v * kVec;
-    for (int pix = tid / t.lanes; pix < npix; pix += step) {
+    // 16-byte pieces of kPiece elements; the threads are a multiple of the pieces per pixel (lanes is even
+    // for 16-bit types), so a thread's piece column v is fixed.
+    constexpr int kPiece = int(16 / sizeof(T));
+    const int cv = kb / kPiece, v = tid % cv, step = nthreads / cv, c = k0 + v * kPiece;
+    for (int pix = tid / cv; pix < npix; pix += step) {
       const int y = pix / t.iw, x = pix - y * t.iw, h = h0 + y, w = w0 + x;
       const bool ok = c < d.c && h >= 0 && h < d.h && w >= 0 && w < d.w;
-      cp_async16_zfill(s_in + pix * kb + v * kVec, ok ? src + ((n * d.h + h) * d.w + w) * d.c + c : src, ok);
+      cp_async16_zfill(s_in + pix * kb + v * kPiece, ok ? src + ((n * d.h + h) * d.w + w) * d.c + c : src, ok);
     }
     asm volatile("cp.async.commit_group;\n" ::);
   }
@@ -423,7 +429,7 @@ __global__ void __launch_bounds__(256) depthwise_nchw_window_kernel(ConvDims d, 
     s_w[i] = pl < nplanes ? elem_to_float<T>(wei[(pl % d.k) * RS + i % RS]) : 0.0f;
   }
   const int warp = tid / 32, lane32 = tid % 32, nwarps = nthreads / 32;
-#pragma unroll 4
+#pragma unroll 2
   for (int row = warp; row < t.planes * t.ih; row += nwarps) {
     const int pi = row / t.ih, y = row - pi * t.ih, h = h0 + y;
     const int64_t pl = plane0 + pi;
@@ -483,16 +489,18 @@ void finish_geometry(const Conv2dProblem& pb, DwPlan& t) {
 // NHWC: the channel lanes first (a divisor of C/vec up to 8 where one exists, so no lane idles), then
 // the tile: tq the smallest of 4, 8, 16 that covers Q (16 at most), tp to fill ~256 threads; shrunk (tp,
 // then tq, then lanes) until the staged tile and the taps fit the shared-memory budget.
-DwPlan plan_nhwc(const Conv2dProblem& pb, int vec) {
+// max_lanes / lane_mult: the register-window kernel takes 4-channel vectors, up to 16 lanes, an even count
+// of them for 16-bit types (its tile arrives in 16-byte pieces of 8 channels).
+DwPlan plan_nhwc(const Conv2dProblem& pb, int vec, int max_lanes = 8, int lane_mult = 1) {
   DwPlan t;
   t.vec = vec;
   const int64_t K = pb.k, M = pb.k_per_group();
   if (vec > 1) {
     const int64_t nv = K / vec;
-    t.lanes = 1;
-    for (int l = 8; l >= 1; --l)
-      if (nv % l == 0) { t.lanes = l; break; }
-    if (t.lanes < 4 && nv >= 8) t.lanes = 8;  // a prime count of vectors: accept a partly idle last block
+    t.lanes = 0;
+    for (int l = max_lanes; l >= 1; --l)
+      if (nv % l == 0 && l % lane_mult == 0) { t.lanes = l; break; }
+    if (t.lanes == 0 || (t.lanes < 4 && nv >= 8)) t.lanes = max_lanes;  // accept a partly idle last block
     t.lanes = int(std::min<int64_t>(t.lanes, nv));
   } else {
     t.lanes = int(std::min<int64_t>(K, 32));
@@ -594,13 +602,17 @@ void launch(const ConvCall& call) {
     const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.k + t.lanes * vec - 1) / (t.lanes * vec)));
     constexpr int kV = int(16 / sizeof(T));
     const int wnd = window_size(pb, Layout::nhwc, vec);
-    if (wnd > 0) {
+    const int lane_mult = sizeof(T) == 2 ? 2 : 1;
+    const DwPlan tw = wnd > 0 ? plan_nhwc(pb, 4, 16, lane_mult) : t;
+    if (wnd > 0 && tw.lanes % lane_mult == 0) {
       // The tile in T instead of fp32: smaller than plan_nhwc's budget allowed for.
-      const int64_t smem = int64_t(pb.r) * pb.s * t.lanes * vec * 4 + int64_t(t.ih) * t.iw * t.cb * int64_t(sizeof(T));
-      auto kernel = wnd == 3 ? depthwise_nhwc_window_kernel<T, kV, 3>
-                    : wnd == 5 ? depthwise_nhwc_window_kernel<T, kV, 5> : depthwise_nhwc_window_kernel<T, kV, 7>;
+      const int kbw = tw.lanes * 4;
+      const int64_t smem = (int64_t(pb.r) * pb.s * kbw * 4 + int64_t(tw.ih) * tw.iw * tw.cb * int64_t(sizeof(T)) + 15) / 16 * 16;
+      const dim3 gw(unsigned(int64_t(pb.n) * tw.tiles_p * tw.tiles_q), unsigned((pb.k + kbw - 1) / kbw));
+      auto kernel = wnd == 3 ? depthwise_nhwc_window_kernel<T, 4, 3>
+                    : wnd == 5 ? depthwise_nhwc_window_kernel<T, 4, 5> : depthwise_nhwc_window_kernel<T, 4, 7>;
       set_smem_attr(kernel, smem);
-      kernel<<<grid, t.threads, smem, st>>>(d, t, src, wei, dst, epi);
+      kernel<<<gw, tw.threads, smem, st>>>(d, tw, src, wei, dst, epi);
       CK_LAUNCH("depthwise_nhwc_window_kernel");
       return;
     }
