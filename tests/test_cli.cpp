@@ -60,8 +60,8 @@ class Cli : public ::testing::Test {
   std::string path(const std::string& name) const { return (work_ / name).string(); }
 
   // Runs `convkit <args>` in the work folder (CONVKIT_LOG unset so stderr holds only what the CLI says).
-  Result cli(const std::string& args) const {
-    const std::string cmd = "cd '" + work_.string() + "' && env -u CONVKIT_LOG '" CONVKIT_CLI_PATH "' " + args +
+  Result cli(const std::string& args, const std::string& env = "") const {
+    const std::string cmd = "cd '" + work_.string() + "' && env -u CONVKIT_LOG " + env + " '" CONVKIT_CLI_PATH "' " + args +
                             " >'" + (root_ / "stdout").string() + "' 2>'" + (root_ / "stderr").string() + "'";
     const int st = std::system(cmd.c_str());
     Result r;
@@ -333,6 +333,26 @@ TEST_F(Cli, BenchWritesValidJsonAndCsv) {
   ASSERT_GE(lines.size(), 2u) << "CSV wants a header and a row:\n" << csv;
   EXPECT_NE(lines[0].find("algorithm"), std::string::npos) << lines[0];
   EXPECT_NE(csv.find("cpu_ref"), std::string::npos) << csv;
+}
+
+TEST_F(Cli, BenchLeavesNoPartialFilesAndErrorRowsExitFour) {
+  // An unwritable --json folder is refused before the run, and no file is created.
+  expect_user_error("bench --problem n1c3h9w9k4r3s3p1 --algo cpu_ref --device cpu --json no_such_dir/out.json",
+                    "no_such_dir");
+  EXPECT_FALSE(fs::exists(path("no_such_dir")));
+  // A successful run leaves the files and no temporary ones beside them.
+  Result r = cli("bench --problem n1c3h9w9k4r3s3p1 --algo cpu_ref --device cpu --json out.json --csv out.csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const auto& e : fs::directory_iterator(path(".")))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  // A problem whose host buffers cannot be allocated (a 64 TiB input) is an error row: exit 4, the files still
+  // written.
+  // (ASan's allocator would abort on the size instead of failing the allocation.)
+  r = cli("bench --problem n1c1048576h1048576w16k1r1s1 --algo cpu_ref --device cpu --no-verify --json big.json",
+          "ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=0");
+  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  EXPECT_NE(r.out.find("error"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(path("big.json")));
 }
 
 TEST_F(Cli, BenchErrorsExitTwo) {

@@ -75,6 +75,11 @@ Status Conv2dProblem::validate() const {
     return bad("the dilated filter width " + std::to_string(eff_s) + " is larger than the padded input width " +
                std::to_string(w + 2 * pad_w) + ", so the output width Q would be " + std::to_string(q()) + ".");
   if (!mul_ok({n, k, p(), q()}, &tmp)) return bad("the output has more than 2^63 elements.");
+  // In bytes too, at the widest element (f32) and with the workspace factor of two the slowest algorithms
+  // use (found by tests/fuzz/fuzz_problem: n=922337206854775807 with a 2x2 image validated, and every
+  // byte count overflowed).
+  if (!mul_ok({n, c, h, w, 8}, &tmp) || !mul_ok({k, c / groups, r, s, 8}, &tmp) || !mul_ok({n, k, p(), q(), 8}, &tmp))
+    return bad("a tensor's size in bytes passes 2^63.");
   if (!mul_ok({n, p(), q(), k, c / groups, r, s}, &tmp))
     return bad("the multiply-add count N*P*Q*K*C/g*R*S passes 2^63.");
   return Status::Ok();

@@ -88,11 +88,19 @@ bool parse_tune_line(const std::string& line, TuneEntry* e, std::string* why) {
     *why = "expected " + std::to_string(kFields) + " tab-separated fields, found " + std::to_string(f.size());
     return false;
   }
-  for (size_t i = 0; i < f.size(); ++i)
+  for (size_t i = 0; i < f.size(); ++i) {
     if (f[i].empty()) {
       *why = "field " + std::to_string(i + 1) + " is empty";
       return false;
     }
+    // (found by tests/fuzz/fuzz_tune_cache: a field holding '\r' parsed, but format_tune_line writes it back
+    // as a space, so the entry did not survive a rewrite of the file)
+    for (const char ch : f[i])
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
+        *why = "field " + std::to_string(i + 1) + " holds a control character";
+        return false;
+      }
+  }
   TuneKey& k = e->key;
   try {
     const Conv2dProblem p = Conv2dProblem::parse(f[0]);

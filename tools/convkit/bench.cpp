@@ -325,10 +325,10 @@ CLI::App* add_bench(CLI::App& app, BenchOptions& o) {
 
 int run_bench(const BenchOptions& o) {
   Plan plan = make_plan(o);
-  // Fail now, not after the whole suite, if an output file cannot be written.
+  // Fail now, not after the whole suite, if an output file cannot be written (without creating it: a run
+  // stopped later must not leave an empty file behind).
   for (const std::string* path : {&o.csv, &o.json})
-    if (!path->empty() && !std::ofstream(*path, std::ios::app))
-      throw UsageError("cannot write '" + *path + "'");
+    if (!path->empty()) check_writable(*path);
   const Device dev = plan.cfg.device;
   const bool verify = !o.no_verify;
 
@@ -413,9 +413,12 @@ int run_bench(const BenchOptions& o) {
   table.summary(rows, plan.peer ? plan.peer->name() : "");
   if (!o.csv.empty()) write_csv(o.csv, rows, info);
   if (!o.json.empty()) write_json(o.json, rows, info, sys, int(plan.problems.size()));
-  // A wrong answer is never a success: exit 3 (the table and files are still written).
+  // A wrong answer is never a success: exit 3; a row that failed with an error (out of memory, a CUDA
+  // error, an exception) exits 4. The table and files are still written.
   const bool incorrect = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.status == "incorrect"; });
-  return incorrect ? 3 : 0;
+  const bool errored =
+      std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.status.rfind("error", 0) == 0; });
+  return incorrect ? 3 : errored ? 4 : 0;
 }
 
 }  // namespace convkit::cli

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <sys/stat.h>
@@ -116,5 +118,16 @@ bool file_exists(const std::string& path) {
 }
 
 std::string utc_now() { return detail::utc_now(); }
+
+void check_writable(const std::string& path) {
+  if (::access(path.c_str(), F_OK) == 0) {
+    if (::access(path.c_str(), W_OK) != 0) throw UsageError("cannot write '" + path + "': " + std::strerror(errno));
+    return;
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw UsageError("cannot write '" + path + "': folder '" + dir + "': " + std::strerror(errno));
+}
 
 }  // namespace convkit::cli

@@ -45,4 +45,8 @@ bool file_exists(const std::string& path);
 // Current UTC time as "2026-11-29T12:34:56Z".
 std::string utc_now();
 
+// Throws UsageError unless `path` can be written: an existing file that is writable, or a new one in a
+// writable folder. Creates nothing.
+void check_writable(const std::string& path);
+
 }  // namespace convkit::cli

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "image.hpp"
 
 #ifdef CONVKIT_HAVE_STB
 #include "stb_easy_font.h"
@@ -56,11 +57,6 @@ std::vector<const Kernel*> pick_kernels(const std::string& spec) {
 #ifdef CONVKIT_HAVE_STB
 
 // An 8-bit interleaved image.
-struct Image {
-  int w = 0, h = 0, c = 0;
-  std::vector<unsigned char> px;
-};
-
 void write_png(const std::string& path, const Image& im) {
   if (!stbi_write_png(path.c_str(), im.w, im.h, im.c, im.px.data(), im.w * im.c))
     throw Error(StatusCode::io_error, "cannot write '" + path + "'");
@@ -157,7 +153,7 @@ Image contact_sheet(const std::vector<std::pair<std::string, Image>>& tiles) {
 CLI::App* add_filter(CLI::App& app, FilterOptions& o) {
   CLI::App* sub = app.add_subcommand("filter", "Apply classic 3x3 image kernels (one depthwise convolution each) "
                                                "and write PNGs plus a labelled contact sheet.");
-  sub->add_option("image", o.image, "a PNG or JPEG (default: assets/astronaut.png of the source tree)");
+  sub->add_option("image", o.image, "a PNG, BMP or PNM image (default: assets/astronaut.png of the source tree)");
   sub->add_option("--kernel", o.kernels, "sobel-x,sobel-y,laplacian,gaussian,sharpen,emboss or all")
       ->capture_default_str();
   sub->add_option("--out", o.out, "output folder (created if missing)")->capture_default_str();
@@ -181,14 +177,8 @@ int run_filter(const FilterOptions& o) {
       throw UsageError("no IMAGE given and the default image " + path + " does not exist");
   }
   if (!file_exists(path)) throw UsageError("image '" + path + "' does not exist");
-  int w = 0, h = 0, n = 0;
-  if (!stbi_info(path.c_str(), &w, &h, &n))
-    throw Error(StatusCode::io_error, path + ": cannot read as an image: " + stbi_failure_reason());
-  const int C = n >= 3 ? 3 : 1;  // colour or grey; alpha is dropped
-  unsigned char* px = stbi_load(path.c_str(), &w, &h, &n, C);
-  if (!px) throw Error(StatusCode::io_error, path + ": cannot decode: " + stbi_failure_reason());
-  Image original{w, h, C, std::vector<unsigned char>(px, px + size_t(w) * size_t(h) * size_t(C))};
-  stbi_image_free(px);
+  const Image original = read_image(path);
+  const int w = original.w, h = original.h, C = original.c;
 
   std::vector<float> planar(original.px.size());
   for (int c = 0; c < C; ++c)

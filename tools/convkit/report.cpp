@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -201,10 +204,23 @@ std::string csv_field(const nlohmann::ordered_json& v) {
   return v.dump();
 }
 
+// Written to a temporary name beside `path` and renamed into place, so that a run stopped by a signal or
+// an error leaves either the old file or the whole new one, never a partial one.
 void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::trunc);
-  if (f) f << text;
-  if (!f) throw UsageError("cannot write '" + path + "'");
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (f) f << text;
+    f.flush();
+    if (!f) {
+      std::remove(tmp.c_str());
+      throw UsageError("cannot write '" + path + "'");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw UsageError("cannot write '" + path + "' (renaming the temporary file failed)");
+  }
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+#include "image.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "convkit/status.hpp"
+
+#ifdef CONVKIT_HAVE_STB
+#include "stb_image.h"
+#endif
+
+namespace convkit::cli {
+
+#ifdef CONVKIT_HAVE_STB
+namespace {
+
+std::vector<unsigned char> slurp_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw Error(StatusCode::io_error, path + ": cannot open");
+  std::vector<unsigned char> out;
+  unsigned char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) {
+    out.insert(out.end(), buf, buf + n);
+    if (out.size() > (size_t(1) << 30)) {
+      std::fclose(f);
+      throw Error(StatusCode::io_error, path + ": larger than 1 GiB; not read as an image");
+    }
+  }
+  std::fclose(f);
+  return out;
+}
+
+}  // namespace
+#endif
+
+Image read_image(const std::string& path) {
+#ifdef CONVKIT_HAVE_STB
+  const std::vector<unsigned char> bytes = slurp_file(path);
+  const int len = int(std::min<size_t>(bytes.size(), size_t(1) << 30));
+  int w = 0, h = 0, n = 0;
+  if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &n))
+    throw Error(StatusCode::io_error, path + ": cannot read as an image: " + stbi_failure_reason());
+  if (w <= 0 || h <= 0 || (long long)w * h > kMaxImagePixels)
+    throw Error(StatusCode::io_error, path + ": the image is " + std::to_string(w) + "x" + std::to_string(h) +
+                                          " pixels; at most " + std::to_string(kMaxImagePixels) + " are read.");
+  const int C = n >= 3 ? 3 : 1;
+  unsigned char* px = stbi_load_from_memory(bytes.data(), len, &w, &h, &n, C);
+  if (!px) throw Error(StatusCode::io_error, path + ": cannot decode: " + stbi_failure_reason());
+  Image im{w, h, C, std::vector<unsigned char>(px, px + size_t(w) * size_t(h) * size_t(C))};
+  stbi_image_free(px);
+  return im;
+#else
+  throw Error(StatusCode::not_available, path + ": built without stb (apt-get install libstb-dev)");
+#endif
+}
+
+}  // namespace convkit::cli
