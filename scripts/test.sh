@@ -12,6 +12,28 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVKIT_BUILD_TESTS=ON
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
 
+echo "== optional dependencies hidden or broken: the configure still succeeds, the algorithm is unavailable"
+probe=$(mktemp -d)
+mkdir -p "$probe/broken-dnnl"
+echo 'find_package(NoSuchDependencyOfDnnl REQUIRED)' >"$probe/broken-dnnl/dnnlConfig.cmake"
+check_configure() {  # check_configure WHAT EXPECTED-LINE CMAKE-ARGS...
+  local what=$1 want=$2; shift 2
+  local out
+  out=$(cmake -S . -B "$probe/build" -G Ninja "$@" 2>&1) || { echo "$out" | tail -20; echo "configure failed: $what"; exit 1; }
+  echo "$out" | grep -q -- "$want" || { echo "$out" | grep convkit; echo "no '$want' ($what)"; exit 1; }
+  echo "  $what: configure ok, '$want'"
+  rm -rf "$probe/build"
+}
+check_configure "oneDNN config broken" "oneDNN=OFF" -DCONVKIT_ENABLE_CUDA=OFF -DCONVKIT_BUILD_TESTS=OFF \
+  -Ddnnl_DIR="$probe/broken-dnnl"
+check_configure "oneDNN hidden" "oneDNN=OFF" -DCONVKIT_ENABLE_CUDA=OFF -DCONVKIT_BUILD_TESTS=OFF -DCONVKIT_WITH_ONEDNN=OFF
+check_configure "OpenBLAS hidden" "OpenBLAS=OFF" -DCONVKIT_ENABLE_CUDA=OFF -DCONVKIT_BUILD_TESTS=OFF \
+  -DCONVKIT_WITH_OPENBLAS=OFF
+if command -v nvcc >/dev/null; then
+  check_configure "cuDNN hidden" "cuDNN=OFF" -DCONVKIT_BUILD_TESTS=OFF -DCONVKIT_WITH_CUDNN=OFF
+fi
+rm -rf "$probe"
+
 echo "== ASan + UBSan build (CPU only) and tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONVKIT_SANITIZE=ON \
       -DCONVKIT_ENABLE_CUDA=OFF >/dev/null
