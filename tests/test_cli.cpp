@@ -355,6 +355,55 @@ TEST_F(Cli, BenchLeavesNoPartialFilesAndErrorRowsExitFour) {
   EXPECT_TRUE(fs::exists(path("big.json")));
 }
 
+// docs/errors.md's CLI table, row by row: the fixtures it names, each command's exit code, its message, and
+// no output file left behind (an exit-4 bench still writes its complete --json).
+TEST_F(Cli, EveryRowOfTheBadInputTableHolds) {
+  std::vector<float> x(50, 1.0f), w(54, 1.0f);
+  ckt::write_npy_f32(path("x.npy"), {1, 2, 5, 5}, x);
+  ckt::write_npy_f32(path("w.npy"), {3, 2, 3, 3}, w);
+  std::vector<double> d8(50, 1.0);
+  ckt::write_npy_raw(path("f8.npy"), "<f8", {1, 2, 5, 5}, d8.data(), 50 * 8);
+  std::vector<int32_t> i4(50, 1);
+  ckt::write_npy_raw(path("i4.npy"), "<i4", {1, 2, 5, 5}, i4.data(), 50 * 4);
+  ckt::write_npy_raw(path("fortran.npy"), "<f4", {1, 2, 5, 5}, x.data(), 50 * 4, true);
+  ckt::write_npy_raw(path("trunc.npy"), "<f4", {1, 2, 5, 5}, x.data(), 10 * 4);
+  ckt::write_npy_f32(path("nd3.npy"), {2, 5, 5}, x);
+  ckt::write_npy_f32(path("bias_wrong.npy"), {4}, std::vector<float>(4, 1.0f));
+  std::ofstream(path("text.npy")) << "hello, this is not numpy\n";
+  std::ofstream(path("cache.txt")) << "convkit-tune-cache v9\nfoo\n";
+
+  std::ifstream doc(std::string(CONVKIT_SOURCE_DIR) + "/docs/errors.md");
+  ASSERT_TRUE(doc) << "docs/errors.md";
+  auto between = [](const std::string& s, size_t from, size_t* end) {
+    const size_t a = s.find("`` ", from);
+    if (a == std::string::npos) return std::string();
+    const size_t b = s.find(" ``", a + 3);
+    *end = b + 3;
+    return s.substr(a + 3, b - a - 3);
+  };
+  bool in_cli = false;
+  int rows = 0;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("## ", 0) == 0) in_cli = line == "## The CLI";
+    if (!in_cli || line.rfind("| ", 0) != 0 || line.find("`` convkit ") == std::string::npos) continue;
+    size_t end = 0;
+    const std::string cmd = between(line, 0, &end);
+    const size_t bar = line.find('|', end), bar2 = line.find('|', bar + 1);
+    const int want_code = std::stoi(line.substr(bar + 1, bar2 - bar - 1));
+    const std::string msg = between(line, bar2, &end);
+    ASSERT_EQ(cmd.rfind("convkit ", 0), 0u) << line;
+    for (const char* f : {"y.npy", "o.json"}) fs::remove(path(f));
+    const Result r = cli(cmd.substr(8), "ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=0");
+    ++rows;
+    EXPECT_EQ(r.code, want_code) << cmd << "\n" << r.out << r.err;
+    const std::string& said = want_code == 4 ? r.out : r.err;
+    EXPECT_NE(said.find(msg), std::string::npos) << cmd << "\nwant: " << msg << "\ngot: " << said;
+    EXPECT_FALSE(fs::exists(path("y.npy"))) << cmd;
+    if (want_code == 2) EXPECT_FALSE(fs::exists(path("o.json"))) << cmd;
+  }
+  EXPECT_GE(rows, 20) << "the table in docs/errors.md was not found";
+}
+
 TEST_F(Cli, BenchErrorsExitTwo) {
   expect_user_error("bench --problem n1c3 --algo cpu_ref --device cpu", "n1c3");
   expect_user_error("bench --problem n1c3h9w9k4r3s3p1 --algo no_such_algorithm --device cpu", "no_such_algorithm");
