@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "core/timing.hpp"
 #include "test_util.hpp"
 
 using namespace convkit;
@@ -796,4 +797,13 @@ TEST(TransformLayout, CudaMatchesTheCpu) {
         EXPECT_EQ(got.bytes, want.bytes) << to_string(t) << " " << to_string(from) << " dims " << dims[0] << ","
                                          << dims[1] << "," << dims[2] << "," << dims[3];
       }
+}
+
+// bench's "noisy" rule rests on this: (p75 - p25) / median, NaN under 4 runs.
+TEST(Timing, SpreadIsTheInterquartileRangeOverTheMedian) {
+  EXPECT_TRUE(std::isnan(detail::spread({1.0, 2.0, 3.0})));
+  EXPECT_DOUBLE_EQ(detail::spread({1.0, 1.0, 1.0, 1.0}), 0.0);
+  // 1..5: p25 = 2, p50 = 3, p75 = 4.
+  EXPECT_DOUBLE_EQ(detail::spread({5.0, 1.0, 4.0, 2.0, 3.0}), 2.0 / 3.0);
+  EXPECT_GT(detail::spread({1.0, 1.0, 10.0, 10.0, 1.0, 10.0}), detail::kNoisySpread);
 }

@@ -15,6 +15,21 @@ std::vector<double> time_runs(Device device, void* stream, const std::function<v
   if (device == Device::cuda) return cuda_time_runs(stream, fn, opt);
   using clock = std::chrono::steady_clock;
   for (int i = 0; i < opt.warmup; ++i) fn();
+  // NOTE: then warm up until stable, on a shared 2-core machine too: until two runs in a row agree within
+  // 10% (at most 20 more runs or a quarter of the budget). oneDNN's first runs (its JIT, its threads'
+  // first spin) took 24 ms against 1.1 ms later on seed001 and made the first table's ratio 10x off.
+  {
+    const auto w0 = clock::now();
+    double prev = -1;
+    for (int i = 0; i < 20; ++i) {
+      const auto t0 = clock::now();
+      fn();
+      const double cur = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      if (prev > 0 && std::fabs(cur - prev) <= 0.1 * std::max(cur, prev)) break;
+      prev = cur;
+      if (std::chrono::duration<double>(clock::now() - w0).count() > 0.25 * opt.budget_s) break;
+    }
+  }
   const int most = std::max(1, std::max(opt.cpu_min_runs, std::min(opt.min_runs, opt.max_runs)));
   std::vector<double> ms;
   ms.reserve(static_cast<size_t>(most));
@@ -39,6 +54,19 @@ double median(std::vector<double> v) {
   if (v.size() % 2 == 1) return hi;
   const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
   return 0.5 * (lo + hi);
+}
+
+double spread(std::vector<double> v) {
+  if (v.size() < 4) return NAN;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    const double pos = q * double(v.size() - 1);
+    const size_t lo = size_t(pos);
+    const double f = pos - double(lo);
+    return lo + 1 < v.size() ? v[lo] * (1 - f) + v[lo + 1] * f : v[lo];
+  };
+  const double m = at(0.5);
+  return m > 0 ? (at(0.75) - at(0.25)) / m : NAN;
 }
 
 }  // namespace convkit::detail

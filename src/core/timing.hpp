@@ -25,5 +25,10 @@ std::vector<double> time_runs(Device device, void* stream, const std::function<v
                               const TimingOptions& opt);
 
 double median(std::vector<double> v);
+// The interquartile range over the median, (p75 - p25) / p50: how far apart the middle half of the runs
+// lie. NaN for fewer than 4 runs.
+double spread(std::vector<double> v);
+// Above this spread a median is not a number to compare: bench marks the row "noisy" and prints no ratio.
+constexpr double kNoisySpread = 0.25;
 
 }  // namespace convkit::detail

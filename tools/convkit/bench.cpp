@@ -206,6 +206,7 @@ Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operan
     r.median_ms = detail::median(ms);
     r.min_ms = ms.empty() ? NAN : *std::min_element(ms.begin(), ms.end());
     r.runs = int(ms.size());
+    r.spread = detail::spread(ms);
     if (nhwc) {
       const std::vector<double> tms = detail::time_runs(cfg.device, nullptr, [&] {
         transform_layout(o.x, x);
@@ -393,7 +394,10 @@ int run_bench(const BenchOptions& o) {
     } catch (const std::bad_alloc&) {
       setup_error = "out of host memory";
     }
-    double peer_ms = NAN;
+    // The problem's rows are printed together once the peer has been timed (on the CPU twice: before the
+    // algorithms and after them. NOTE: on a shared 2-core machine one pass of the peer could be 10x off;
+    // the faster pass is kept, both are reported).
+    std::vector<Row> prow;
     for (const Algorithm* a : order) {
       Row r;
       if (!setup_error.empty()) {
@@ -403,9 +407,24 @@ int run_bench(const BenchOptions& o) {
         progress.show(i + 1, plan.problems.size(), np.name, a->name());
         r = measure(a, np, plan, ops, topt, verify, via_nhwc(a, np.problem, plan.cfg));
       }
-      if (a == plan.peer && r.status == "ok") peer_ms = r.median_ms;
-      if (plan.peer) r.peer = plan.peer->name(), r.peer_ms = peer_ms;
-      progress.clear();
+      prow.push_back(std::move(r));
+    }
+    if (plan.peer && plan.cfg.device == Device::cpu && !prow.empty() && prow[0].status == "ok" && prow.size() > 1) {
+      progress.show(i + 1, plan.problems.size(), np.name, plan.peer->name() + " (again)");
+      const Row again = measure(plan.peer, np, plan, ops, topt, /*verify=*/false, false);
+      Row& pr = prow[0];
+      if (again.status == "ok") {
+        const double first = pr.median_ms;
+        if (again.median_ms < pr.median_ms) pr.median_ms = again.median_ms, pr.min_ms = again.min_ms, pr.spread = again.spread;
+        pr.detail += (pr.detail.empty() ? "" : "; ") +
+                     fmt::format("timed before and after the algorithms: {:.4g} / {:.4g} ms", first, again.median_ms);
+      }
+    }
+    const double peer_ms = !prow.empty() && plan.peer && prow[0].status == "ok" ? prow[0].median_ms : NAN;
+    const double peer_spread = !prow.empty() && plan.peer ? prow[0].spread : NAN;
+    progress.clear();
+    for (Row& r : prow) {
+      if (plan.peer) r.peer = plan.peer->name(), r.peer_ms = peer_ms, r.peer_spread = r.is_peer ? NAN : peer_spread;
       table.row(r);
       rows.push_back(std::move(r));
     }

@@ -64,9 +64,10 @@ void TablePrinter::row(const Row& r) {
   fmt::print("{:<{}}  {:<{}}  {}  {}  {}  {}  {}  {}  {}  {}\n", r.problem.name, wprob_, r.algorithm, walgo_,
              num(r.median_ms, 9), num(rate, 8), num(r.gbytes_per_s(elem_), 8),
              r.workspace_bytes ? num(mib(r.workspace_bytes), 7) : fmt::format("{:>7}", "0"), sci(r.max_abs, 8), rel,
-             r.is_peer ? fmt::format("{:>7}", "peer")
-             : std::isfinite(ratio) ? fmt::format("{:>6.2f}x", ratio)
-                                    : fmt::format("{:>7}", "-"),
+             r.is_peer ? fmt::format("{:>7}", r.spread > Row::kNoisy ? "noisy" : "peer")
+             : std::isfinite(ratio)           ? fmt::format("{:>6.2f}x", ratio)
+             : r.noisy() && r.status == "ok" ? fmt::format("{:>7}", "noisy")
+                                              : fmt::format("{:>7}", "-"),
              status);
   std::fflush(stdout);
 }
@@ -185,6 +186,8 @@ nlohmann::ordered_json row_json(const Row& r, const RunInfo& info) {
   j["peer"] = r.peer;
   j["peer_ms"] = number(r.peer_ms);
   j["ratio_vs_peer"] = number(r.ratio());
+  j["spread"] = number(r.spread);  // (p75 - p25) / median of the timed runs
+  j["noisy"] = r.noisy();           // spread (this row's or the peer's) above 25%: no ratio
   j["date"] = info.date;
   j["convkit_version"] = version();
   return j;

@@ -21,6 +21,8 @@ struct Row {
   std::string reason;         // why, for every status but ok/incorrect
   std::string detail;         // the algorithm's detail() (e.g. the peer's engine)
   double median_ms = NAN, min_ms = NAN;
+  double spread = NAN;       // (p75 - p25) / median of the timed runs (detail::spread)
+  double peer_spread = NAN;  // the same of the peer's row on this problem
   int runs = 0;
   // "<algo>+nhwc" rows (NCHW asked, the algorithm reads NHWC only): median_ms is the convolution alone and
   // transform_ms the x -> NHWC and y -> NCHW transforms around it (NaN for every other row).
@@ -39,7 +41,12 @@ struct Row {
   double peer_ms = NAN;
 
   bool timed() const { return std::isfinite(median_ms); }
-  double ratio() const { return status == "ok" && timed() && std::isfinite(peer_ms) ? peer_ms / median_ms : NAN; }
+  // A row or peer whose runs spread more than detail::kNoisySpread: its median is not compared.
+  bool noisy() const { return spread > kNoisy || peer_spread > kNoisy; }
+  double ratio() const {
+    return status == "ok" && timed() && std::isfinite(peer_ms) && !noisy() ? peer_ms / median_ms : NAN;
+  }
+  static constexpr double kNoisy = 0.25;  // = detail::kNoisySpread
   double gflops() const { return timed() ? problem.problem.flops() / (median_ms * 1e6) : NAN; }
   double gbytes_per_s(int elem) const { return timed() ? problem.problem.min_bytes(elem) / (median_ms * 1e6) : NAN; }
   std::string status_text() const;  // "ok", "incorrect", "unsupported: <reason>", ...
