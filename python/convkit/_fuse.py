@@ -424,13 +424,27 @@ def _has_submodule(gm, name):
         return False
 
 
+class _Tracer(torch.fx.Tracer):
+    """torch.fx's tracer with convkit's modules as leaves (a converted model's convolutions stay call_module
+    nodes instead of being traced into their forward)."""
+
+    def is_leaf_module(self, m, qualname):
+        return isinstance(m, cnn.Conv2d) or super().is_leaf_module(m, qualname)
+
+
+def _trace(m):
+    graph = _Tracer().trace(m)
+    return torch.fx.GraphModule(m, graph, type(m).__name__)
+
+
 def _fuse_module(m, algo, memory_format, prefix, summary):
     """m fused (a GraphModule) where it traces, else m with its children fused in place."""
-    if type(m) is torch.nn.Conv2d:
+    if type(m) is torch.nn.Conv2d or (isinstance(m, cnn.Conv2d) and m._activation == "none"
+                                      and not isinstance(m, FusedConv2d)):
         summary.entries.append(FuseEntry(prefix or "(model)", ["conv"], "a lone convolution"))
         return _new_conv(m, m.weight, m.bias, "none", algo, memory_format, "")
     try:
-        gm = torch.fx.symbolic_trace(m)
+        gm = _trace(m)
     except Exception as e:  # noqa: BLE001  (any tracing failure: fuse inside the children instead)
         if not any(True for _ in m.children()):
             summary.left.append(FuseEntry(prefix or "(model)", [], f"not traceable ({type(e).__name__}: "

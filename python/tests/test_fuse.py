@@ -285,3 +285,17 @@ def test_fused_resnet_block_every_device_and_dtype(device, dtype):
         want = copy.deepcopy(model).double()(x.double())
         got = convkit.fuse(model, memory_format=fmt)(x)
     assert rel_l2(got, want) <= (1e-4 if dtype == torch.float32 else 3e-2)
+
+
+def test_fuse_after_convert():
+    """A model already converted by convkit.nn.convert fuses the same way (its convolutions are leaves)."""
+    torch.manual_seed(0)
+    model = randomise_bn(torchvision.models.resnet18(weights=None)).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        want = model(x)
+        fused = convkit.fuse(convkit.nn.convert(copy.deepcopy(model)))
+        got = fused(x)
+    s = fused.convkit_summary
+    assert (s.convs, s.bn_folded, s.activations, s.residuals) == (20, 20, 17, 8), str(s)
+    assert rel_l2(got, want) <= 1e-4

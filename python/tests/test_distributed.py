@@ -1,0 +1,107 @@
+"""convkit layers in PyTorch's distributed training, on the CPU (gloo, 2 processes): DDP and FSDP2
+(torch.distributed.fsdp.fully_shard) gradients of a converted model equal one process's on the whole batch,
+convkit.nn.convert keeps SyncBatchNorm, and checkpoints move between converted and plain models."""
+import os
+import tempfile
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+import convkit
+
+torchvision = pytest.importorskip("torchvision")
+
+WORLD = 2
+PER_RANK = 2
+
+
+def make_model():
+    torch.manual_seed(0)
+    m = torchvision.models.resnet18(weights=None, num_classes=10)
+    # BatchNorm on its running statistics: the gradient of the whole batch is then the mean of the ranks'
+    # gradients, whatever the split (train-mode BN would normalise each rank's slice on its own).
+    for mod in m.modules():
+        if isinstance(mod, nn.BatchNorm2d):
+            mod.eval()
+    return convkit.nn.convert(m)
+
+
+def batch():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(WORLD * PER_RANK, 3, 32, 32, generator=g), torch.randint(0, 10, (WORLD * PER_RANK,), generator=g)
+
+
+def reference_grads():
+    m = make_model()
+    x, y = batch()
+    nn.functional.cross_entropy(m(x), y).backward()
+    return {n: p.grad.detach().clone() for n, p in m.named_parameters()}
+
+
+def _worker(rank, mode, init_file, out_file):
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
+    try:
+        torch.set_num_threads(1)
+        m = make_model()
+        if mode == "ddp":
+            model = nn.parallel.DistributedDataParallel(m)
+        else:
+            from torch.distributed.fsdp import fully_shard
+
+            for layer in (m.layer1, m.layer2, m.layer3, m.layer4):
+                fully_shard(layer)
+            model = fully_shard(m)
+        x, y = batch()
+        xs, ys = x[rank * PER_RANK:(rank + 1) * PER_RANK], y[rank * PER_RANK:(rank + 1) * PER_RANK]
+        nn.functional.cross_entropy(model(xs), ys).backward()
+        grads = {}
+        for n, p in m.named_parameters():
+            g = p.grad
+            if hasattr(g, "full_tensor"):  # FSDP2: a sharded DTensor
+                g = g.full_tensor()
+            grads[n.replace("module.", "")] = g.detach().clone()
+        if rank == 0:
+            torch.save(grads, out_file)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+def test_distributed_gradients_equal_one_process_on_the_whole_batch(mode):
+    with tempfile.TemporaryDirectory() as d:
+        init_file, out_file = os.path.join(d, "init"), os.path.join(d, "grads.pt")
+        mp.spawn(_worker, args=(mode, init_file, out_file), nprocs=WORLD, join=True)
+        got = torch.load(out_file)
+    want = reference_grads()
+    assert set(got) == set(want)
+    for n, g in want.items():
+        err = float((got[n] - g).norm() / g.norm().clamp_min(1e-30))
+        assert err <= 1e-5, f"{mode} {n}: rel {err:.2e}"
+
+
+def test_convert_keeps_sync_batchnorm():
+    m = nn.SyncBatchNorm.convert_sync_batchnorm(torchvision.models.resnet18(weights=None))
+    n_sync = sum(isinstance(x, nn.SyncBatchNorm) for x in m.modules())
+    convkit.nn.convert(m)
+    assert sum(isinstance(x, nn.SyncBatchNorm) for x in m.modules()) == n_sync > 0
+    assert all(type(x) is not nn.Conv2d for x in m.modules())
+
+
+def test_checkpoints_move_between_converted_and_plain_models():
+    plain = torchvision.models.resnet18(weights=None).eval()
+    converted = convkit.nn.convert(torchvision.models.resnet18(weights=None)).eval()
+    converted.load_state_dict(plain.state_dict(), strict=True)
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(converted(x), plain(x), rtol=1e-4, atol=1e-4)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "ckpt.pt")
+        torch.save(converted.state_dict(), path)
+        back = torchvision.models.resnet18(weights=None).eval()
+        back.load_state_dict(torch.load(path), strict=True)
+    with torch.no_grad():
+        torch.testing.assert_close(back(x), plain(x), rtol=0, atol=0)
