@@ -137,7 +137,7 @@ std::string pair_flag(int64_t a, int64_t b) { return a == b ? std::to_string(a) 
 
 TEST_F(Cli, HelpOfEverySubcommandExitsZero) {
   for (const char* args : {"--help", "run --help", "bench --help", "tune --help", "list --help", "filter --help",
-                           "doctor --help"}) {
+                           "doctor --help", "plan --help"}) {
     const Result r = cli(args);
     EXPECT_EQ(r.code, 0) << "convkit " << args << "\n" << r.err;
     EXPECT_FALSE(r.out.empty()) << "convkit " << args << " printed no help";
@@ -149,6 +149,31 @@ TEST_F(Cli, HelpOfEverySubcommandExitsZero) {
   const Result b = cli("bench --help");
   for (const char* flag : {"--problem", "--suite", "--algo", "--device", "--dtype", "--layout", "--csv", "--json", "--runs"})
     EXPECT_NE(b.out.find(flag), std::string::npos) << "`convkit bench --help` does not mention " << flag;
+}
+
+// `convkit plan` names what conv2d("auto") runs (the same answer as select_auto) and every algorithm's reason.
+TEST_F(Cli, PlanNamesTheChoiceAndEveryRejection) {
+  for (const char* spec : {"n1c32h56w56k32r3s3p1g32", "n2c3h9w9k4r3s3p1", "n1c8h7w7k16r1s1"}) {
+    const Result r = cli(std::string("plan --device cpu --problem ") + spec);
+    ASSERT_EQ(r.code, 0) << spec << r.err;
+    const Conv2dProblem p = Conv2dProblem::parse(spec);
+    const Selection s = select_auto(p, ConvConfig{DType::f32, Layout::nchw, Device::cpu, MathMode::strict});
+    EXPECT_NE(r.out.find("algorithm " + s.algorithm->name() + "\n"), std::string::npos) << r.out;
+    const size_t mark = r.out.find("  <- chosen");
+    ASSERT_NE(mark, std::string::npos) << r.out;
+    const size_t bol = r.out.rfind('\n', mark) + 1;
+    EXPECT_EQ(r.out.compare(bol, s.algorithm->name().size() + 3, "  " + s.algorithm->name() + " "), 0) << r.out;
+    for (const Algorithm* a : algorithms()) {
+      if (a->device() == Device::cpu) {
+        EXPECT_NE(r.out.find("  " + a->name() + " "), std::string::npos) << a->name();
+      }
+    }
+  }
+  const Result no = cli("plan --device cpu --problem n1c32h56w56k64r3s3p1 --algo cpu_depthwise");
+  EXPECT_EQ(no.code, 2) << no.out;
+  EXPECT_NE(no.out.find("cannot: depthwise with channel multiplier 1 only"), std::string::npos) << no.out;
+  expect_user_error("plan --device cpu --problem n1c3", "n1c3");
+  expect_user_error("plan --device cpu --problem n1c3h5w5k2r3s3p1 --algo nope", "nope");
 }
 
 TEST_F(Cli, BadFlagsExitTwoWithOneLine) {
@@ -399,7 +424,9 @@ TEST_F(Cli, EveryRowOfTheBadInputTableHolds) {
     const std::string& said = want_code == 4 ? r.out : r.err;
     EXPECT_NE(said.find(msg), std::string::npos) << cmd << "\nwant: " << msg << "\ngot: " << said;
     EXPECT_FALSE(fs::exists(path("y.npy"))) << cmd;
-    if (want_code == 2) EXPECT_FALSE(fs::exists(path("o.json"))) << cmd;
+    if (want_code == 2) {
+      EXPECT_FALSE(fs::exists(path("o.json"))) << cmd;
+    }
   }
   EXPECT_GE(rows, 20) << "the table in docs/errors.md was not found";
 }

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   CLI::App* list = add_list(app, list_opt);
   CLI::App* filter = add_filter(app, filter_opt);
   CLI::App* doctor = add_doctor(app);
+  PlanOptions plan_opt;
+  CLI::App* plan = add_plan(app, plan_opt);
 
   try {
     app.parse(argc, argv);
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
     if (list->parsed()) return run_list(list_opt);
     if (filter->parsed()) return run_filter(filter_opt);
     if (doctor->parsed()) return run_doctor();
+    if (plan->parsed()) return run_plan(plan_opt);
     return report_error("no subcommand given (see `convkit --help`)", 2);
   } catch (const UsageError& e) {
     return report_error(e.what(), 2);
