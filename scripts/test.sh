@@ -49,6 +49,25 @@ cmake --build build/consumer
 LD_LIBRARY_PATH="$PWD/build/install/lib:${LD_LIBRARY_PATH:-}" ./build/consumer/consumer
 echo "== PyTorch extension (CPU tests; CUDA tests skip without a GPU)"
 PY=${PYTHON:-python3}
+# A bare Debian 12 has no python3, and its python3 is "externally managed" (PEP 668: pip refuses to install
+# into it): there the tests get a virtual environment of their own (.venv-test) on Debian's python3.
+externally_managed() {
+  $PY -c "import os, sys, sysconfig; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()['stdlib'], 'EXTERNALLY-MANAGED')) else 1)"
+}
+if ! command -v "$PY" >/dev/null 2>&1 || ! $PY -m pip --version >/dev/null 2>&1 || externally_managed; then
+  if [ ! -x .venv-test/bin/python ]; then
+    need=()
+    for p in python3 python3-venv python3-dev; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+    done
+    if [ ${#need[@]} -gt 0 ]; then
+      SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+    fi
+    /usr/bin/python3 -m venv .venv-test
+  fi
+  PY=$PWD/.venv-test/bin/python
+fi
 if ! $PY -c "import torch, torchvision, sys; sys.exit(0 if torch.__version__.startswith('2.11') else 1)" 2>/dev/null; then
   $PY -m pip install -q "torch==2.11.0" "torchvision==0.26.0"
 fi
