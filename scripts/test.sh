@@ -62,6 +62,7 @@ if ! command -v "$PY" >/dev/null 2>&1 || ! $PY -m pip --version >/dev/null 2>&1 
     done
     if [ ${#need[@]} -gt 0 ]; then
       SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+      $SUDO apt-get update -qq
       DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
     fi
     /usr/bin/python3 -m venv .venv-test
