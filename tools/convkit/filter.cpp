@@ -153,7 +153,7 @@ Image contact_sheet(const std::vector<std::pair<std::string, Image>>& tiles) {
 CLI::App* add_filter(CLI::App& app, FilterOptions& o) {
   CLI::App* sub = app.add_subcommand("filter", "Apply classic 3x3 image kernels (one depthwise convolution each) "
                                                "and write PNGs plus a labelled contact sheet.");
-  sub->add_option("image", o.image, "a PNG, BMP or PNM image (default: assets/astronaut.png of the source tree)");
+  sub->add_option("image", o.image, "a PNG or BMP image (default: assets/astronaut.png of the source tree)");
   sub->add_option("--kernel", o.kernels, "sobel-x,sobel-y,laplacian,gaussian,sharpen,emboss or all")
       ->capture_default_str();
   sub->add_option("--out", o.out, "output folder (created if missing)")->capture_default_str();

@@ -67,8 +67,8 @@ Image read_image(const std::string& path) {
   if (w <= 0 || h <= 0 || (long long)w * h > kMaxImagePixels)
     throw Error(StatusCode::io_error, path + ": the image is " + std::to_string(w) + "x" + std::to_string(h) +
                                           " pixels; at most " + std::to_string(kMaxImagePixels) + " are read.");
-  // NOTE: no PNG, BMP or PNM packs more than ~1032 decoded bytes per file byte (deflate's limit; the others
-  // store pixels raw), so a header claiming more is a lie, and stb would spend seconds decoding it from
+  // NOTE: no PNG or BMP packs more than ~1032 decoded bytes per file byte (deflate's limit; BMP stores
+  // pixels raw), so a header claiming more is a lie, and stb would spend seconds decoding it from
   // nothing (a 57-byte BMP claiming 8000x8000 took over 10 s under the fuzzer).
   if (double(w) * double(h) * double(std::max(n, 1)) > 1100.0 * double(bytes.size()) + double(1 << 20))
     throw Error(StatusCode::io_error, path + ": the header claims " + std::to_string(w) + "x" + std::to_string(h) +

@@ -1,8 +1,9 @@
-// The image reader behind `convkit filter` (stb_image's PNG, BMP and PNM decoders), the one place an image
-// file is decoded, so that it can be fuzzed alone (tests/fuzz/fuzz_image.cpp).
-// NOTE: stb_impl.cpp builds only those three decoders: fuzzing found Debian 12's stb_image JPEG decoder
-// writing past its Huffman size table on a crafted file within seconds (build_huffman, index 257 of 257; the
-// input is tests/fuzz/corpus/image/regression-*), and its other decoders are no better trusted.
+// The image reader behind `convkit filter` (stb_image's PNG and BMP decoders), the one place an image file
+// is decoded, so that it can be fuzzed alone (tests/fuzz/fuzz_image.cpp).
+// NOTE: stb_impl.cpp builds only those two decoders: fuzzing found Debian 12's stb_image JPEG decoder
+// writing past its Huffman size table on a crafted file within seconds (build_huffman, index 257 of 257),
+// and its PNM header parser overflowing a signed int on a long number (stbi__pnm_getinteger); the inputs are
+// tests/fuzz/corpus/image/regression-*. Its other decoders are no better trusted.
 #pragma once
 
 #include <string>
