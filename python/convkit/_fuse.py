@@ -81,8 +81,7 @@ class FusedConv2d(cnn.Conv2d):
             k, st, d = self.kernel_size[i], self.stride[i], self.dilation[i]
             if self.padding == "valid":
                 pad = 0
-            elif self.padding == "same":
-                pad = d * (k - 1)  # total; 'same' keeps h at stride 1
+            elif self.padding == "same":  # (torch allows it at stride 1 only: the size is kept)
                 sizes.append(h)
                 continue
             else:
