@@ -235,7 +235,7 @@ if want python && [ -z "${GPU_CHECK_SKIP_PYTHON:-}" ]; then
   st=$(status_of); [ "$STEP_RC" = 0 ] || fail
   row "python install" "$st" "$STEP_S" "see python.log"
   if [ "$STEP_RC" = 0 ]; then
-    run_step pytest 240 "$PLOG" python3 -m pytest python/tests -q -p no:cacheprovider -rs
+    run_step pytest 240 "$PLOG" env CONVKIT_CLI="$ROOT/$BUILD/tools/convkit" python3 -m pytest python/tests -q -p no:cacheprovider -rs
     st=$(status_of); [ "$STEP_RC" = 0 ] || fail
     row pytest "$st" "$STEP_S" "$(grep -E '[0-9]+ (passed|failed)' "$PLOG" | tail -1 | cut -c1-90)"
     run_step "bench_torch" 150 "$PLOG" python3 scripts/bench_torch.py

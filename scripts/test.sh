@@ -75,5 +75,5 @@ fi
 $PY -m pip install -q pytest numpy wheel "setuptools>=64"
 CONVKIT_CMAKE_BUILD_DIR="$PWD/build-python" CONVKIT_BUILD_JOBS="$jobs" \
   $PY -m pip install -q --no-build-isolation ./python
-$PY -m pytest python/tests -q -p no:cacheprovider
+CONVKIT_CLI="$PWD/build/tools/convkit" $PY -m pytest python/tests -q -p no:cacheprovider
 echo "== all tests passed"

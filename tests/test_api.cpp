@@ -309,7 +309,7 @@ TEST(Conv2d, EveryNamedCpuAlgorithmThroughThePublicPath) {
     const ckt::Case c = ckt::make_case(p, cfg, spec, 3, ckt::Fill::small_ints);
     const auto ref = ckt::reference(c).memory_order();
     for (const Algorithm* a : algorithms()) {
-      if (a->device() != Device::cpu || !a->available() || !a->can_implement(p, cfg)) continue;
+      if (a->device() != Device::cpu || !a->available() || !a->can_implement(p, cfg) || !ckt::plain(*a)) continue;
       HostTensor y = c.residual;  // the in-place residual
       Epilogue e;
       e.bias = c.bias.data();
@@ -401,7 +401,7 @@ TEST(Registry, SelectTakesTheFirstAlgorithmThatCanAndNeverAPeer) {
       const ConvConfig cfg{DType::f32, l, Device::cpu, MathMode::strict};
       const Algorithm* want = nullptr;
       for (const Algorithm* a : algorithms())
-        if (a->device() == Device::cpu && a->available() && a->can_implement(p, cfg)) {
+        if (a->device() == Device::cpu && a->available() && a->can_implement(p, cfg) && ckt::plain(*a)) {
           want = a;
           break;
         }
@@ -418,7 +418,7 @@ TEST(Registry, SelectWithNothingPossibleListsEveryRejection) {
   const ConvConfig cfg{DType::f32, Layout::nchw, Device::cpu, MathMode::tf32};
   bool any = false;
   for (const Algorithm* a : algorithms())
-    if (a->device() == Device::cpu && a->available() && a->can_implement(p, cfg)) any = true;
+    if (a->device() == Device::cpu && a->available() && a->can_implement(p, cfg) && ckt::plain(*a)) any = true;
   if (any) GTEST_SKIP() << "some CPU algorithm accepts tf32";
   try {
     select(p, cfg);

@@ -242,8 +242,10 @@ TEST(PerSample, BadCallsGiveErrors) {
   EXPECT_EQ(code_of([&] { conv2d_per_sample(pb, half_x, half_w, half_y); }), StatusCode::unsupported);
   EXPECT_EQ(code_of([&] { conv2d_per_sample(pb, src, wei, src); }), StatusCode::invalid_tensor);
   RunOptions bad_algo;
-  bad_algo.algo = "cuda_per_sample";
+  bad_algo.algo = "no_such_algorithm";
   EXPECT_EQ(code_of([&] { conv2d_per_sample(pb, src, wei, dst, {}, bad_algo); }), StatusCode::invalid_problem);
+  bad_algo.algo = "cpu_direct";  // no per-sample mode
+  EXPECT_EQ(code_of([&] { conv2d_per_sample(pb, src, wei, dst, {}, bad_algo); }), StatusCode::unsupported);
   Conv2dProblem bad_groups = pb;
   bad_groups.groups = 3;
   EXPECT_NE(code_of([&] { conv2d_per_sample(bad_groups, src, wei, dst); }), StatusCode::ok);

@@ -93,9 +93,19 @@ inline Use usability(const Algorithm& a, std::string* why) {
     }                                                    \
   } while (0)
 
-// Every registered algorithm followed by every peer: the parameter list of the sweeps.
+// Whether `a` computes ordinary convolutions (one filter bank for the batch): false for the algorithms that
+// run per-sample weights only (cpu_per_sample, cuda_per_sample: accepts() refuses plain operands), which
+// test_per_sample.cpp covers.
+inline bool plain(const Algorithm& a) {
+  return bool(a.accepts(Conv2dProblem::parse("n1c1h1w1k1r1s1"),
+                        ConvConfig{DType::f32, Layout::nchw, a.device(), MathMode::strict}, Operands{}));
+}
+
+// Every registered algorithm of ordinary convolutions followed by every peer: the parameter list of the sweeps.
 inline std::vector<const Algorithm*> algorithms_and_peers() {
-  std::vector<const Algorithm*> v = algorithms();
+  std::vector<const Algorithm*> v;
+  for (const auto* a : algorithms())
+    if (plain(*a)) v.push_back(a);
   for (const auto* p : peers()) v.push_back(p);
   return v;
 }
@@ -103,16 +113,13 @@ inline std::vector<const Algorithm*> algorithms_and_peers() {
 // Which algorithms must be bit-equal to cpu_ref on small-integer data: every convkit fp32 direct or GEMM
 // algorithm (any summation order is exact there). Peers only have to meet the f32 bound; transforms that
 // use fractions (Winograd, FFT) are not exact by construction.
-inline bool held_to_exactness(const Algorithm& a) {
-  const std::string n = a.name();
-  return !a.is_peer() && n.find("winograd") == std::string::npos && n.find("fft") == std::string::npos;
-}
+inline bool held_to_exactness(const Algorithm& a) { return !a.is_peer() && !a.approximate(); }
 
 // The rel-L2 bound of a path, with its reason (DESIGN.md "Correctness policy").
 inline double rel_l2_bound(const Algorithm& a, const ConvConfig& cfg) {
   if (cfg.dtype == DType::f16 || cfg.dtype == DType::bf16) return 1e-2;  // 10/7-bit mantissas on output
   if (cfg.math == MathMode::tf32) return 1e-3;                             // 10-bit mantissa products
-  if (a.name().find("winograd") != std::string::npos) return 1e-4;        // transform rounding, F(4,3)
+  if (a.approximate()) return a.approximate_rel_l2();                    // its declared bound (Winograd)
   return 1e-5;                                                             // fp32 sums, any order
 }
 

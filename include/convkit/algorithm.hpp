@@ -31,6 +31,24 @@ struct Support {
   explicit operator bool() const { return ok; }
 };
 
+// What the planner knows about a request's tensors beyond the problem and the configuration: what an
+// algorithm may need to refuse a request that its problem alone would allow. A request without tensors
+// (`convkit plan`, convkit.plan) uses the defaults: every pointer aligned for anything, no bias, no residual.
+struct Operands {
+  // Each pointer's alignment: the largest power of two dividing its address, at most 256.
+  unsigned src_align = 256, wei_align = 256, dst_align = 256, bias_align = 256, residual_align = 256;
+  bool has_bias = false, has_residual = false;
+  bool residual_is_dst = false;  // the residual is the output itself (an in-place add)
+  bool per_sample = false;       // one filter bank per sample (convkit/per_sample.hpp): wei {N*K, C/g, R, S}
+
+  static Operands of(const TensorView& src, const TensorView& wei, const TensorView& dst, const Epilogue& epi,
+                     bool per_sample = false);
+  static unsigned alignment_of(const void* p);
+  // The input's and the weight's alignment, the smaller one (what a vector or TMA load needs).
+  unsigned operand_align() const { return src_align < wei_align ? src_align : wei_align; }
+  std::string to_string() const;  // "aligned" or e.g. "input 4-byte aligned, per-sample weights"
+};
+
 // Everything one run needs. Tensors are already validated against the problem.
 struct ConvCall {
   Conv2dProblem problem;
@@ -42,6 +60,9 @@ struct ConvCall {
   void* stream = nullptr;  // cudaStream_t for CUDA algorithms; null = default stream
   // One of the algorithm's variants() (a tile shape, a split count), or empty: its own heuristic choice.
   std::string variant;
+  // Per-sample weights (convkit/per_sample.hpp): wei has N*K filter rows, the bias N*K values. Only an
+  // algorithm whose accepts() takes Operands::per_sample sees this set.
+  bool per_sample = false;
 };
 
 class Algorithm {
@@ -53,13 +74,19 @@ class Algorithm {
   virtual std::string description() const = 0;
   // Peers (cuDNN, oneDNN) are measured against, never selected by conv2d().
   virtual bool is_peer() const { return false; }
-  // Approximate by construction (Winograd): its error exceeds the exact sum's fp32 rounding (rel L2 up to
-  // 1e-4 instead of 1e-5). conv2d's heuristic and the autotuner never choose it; it runs when named.
-  virtual bool approximate() const { return false; }
+  // An approximate algorithm (Winograd) declares the rel L2 error it stays within on fp32 data, above the
+  // exact sum's fp32 rounding (~1e-5); 0 for an exact one. The planner and the autotuner never choose an
+  // approximate algorithm; it runs when named. The tests check it against this bound.
+  virtual double approximate_rel_l2() const { return 0.0; }
+  bool approximate() const { return approximate_rel_l2() > 0.0; }
   // Whether this build and this machine can run it at all (library compiled in, device present).
   virtual Support available() const { return Support::yes(); }
   // Whether it can compute this problem in this configuration; the reason is one sentence.
   virtual Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const = 0;
+  // Whether it can run this request's operands (asked after can_implement): pointer alignment, a residual
+  // that is the output, per-sample weights. The default: any alignment, and no per-sample mode. An algorithm
+  // that refuses here is skipped by the planner with this reason; no algorithm hands its work to another.
+  virtual Support accepts(const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops) const;
   virtual size_t workspace_bytes(const Conv2dProblem&, const ConvConfig&) const { return 0; }
   // Tunable variants for this problem (e.g. "128x128x32/s3/k4": tile, stages, k splits), the heuristic's
   // own choice first; empty when the algorithm has nothing to tune. An autotuner times each.

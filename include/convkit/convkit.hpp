@@ -8,6 +8,7 @@
 #include "convkit/algorithm.hpp"
 #include "convkit/epilogue.hpp"
 #include "convkit/memory.hpp"
+#include "convkit/plan.hpp"
 #include "convkit/problem.hpp"
 #include "convkit/status.hpp"
 #include "convkit/tensor.hpp"

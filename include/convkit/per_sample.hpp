@@ -19,8 +19,11 @@ Status validate_per_sample(const Conv2dProblem& problem, const TensorView& src, 
                            const TensorView& dst, const Epilogue& epilogue);
 
 // dst = act(alpha * conv(src[n], wei[n*K:(n+1)*K]) + bias[n*K + k] + beta * residual), for every sample n.
-// options.algo: "auto", "cpu_per_sample" or "cuda_per_sample" (the one for the tensors' device).
-// Supported: f32 on the CPU; f32, f16 and bf16 (fp32 accumulation) on CUDA. Throws convkit::Error otherwise.
+// A plan like conv2d's (convkit/plan.hpp, with Operands::per_sample): options.algo "auto", "autotune" or the
+// name of an algorithm whose accepts() takes per-sample weights (`convkit list`: cuda_igemm_wgmma,
+// cuda_igemm_mma, cuda_igemm_simt, cuda_per_sample, cpu_per_sample), logged under CONVKIT_LOG=dispatch and
+// tuned into the tune cache like conv2d. Supported: f32 on the CPU; f32, f16 and bf16 (fp32 accumulation) on
+// CUDA. Throws convkit::Error otherwise.
 void conv2d_per_sample(const Conv2dProblem& problem, const TensorView& src, const TensorView& wei,
                        const TensorView& dst, const Epilogue& epilogue = {}, const RunOptions& options = {});
 

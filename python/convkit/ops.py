@@ -51,7 +51,7 @@ _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 
 
 class Plan(tuple):
-    """What conv2d would run: a tuple (algorithm, layout), as before, with two more attributes.
+    """What conv2d would run: a tuple (algorithm, layout) with more attributes (the library's convkit::plan).
 
     algorithm: the convkit algorithm name; "" for "autotune" when the tune cache has no entry yet (the first
     run times the candidates and decides). layout: "nchw" or "nhwc", the layout it computes in ("nhwc" for an
@@ -59,17 +59,22 @@ class Plan(tuple):
     shape, a split count; see `convkit list`), "" for the algorithm's own choice. source: where the choice
     comes from: "tune cache" (an entry written by algo="autotune" or `convkit tune`), "heuristic" (the first
     registered algorithm that can run it), "autotune" (no entry yet: decided on the first run) or "named"
-    (the algo argument names it).
+    (the algo argument names it). workspace_bytes: what the op allocates for it (0 while undecided).
+    verdicts: every algorithm of the device with its answer, in the order "auto" asks them, as a list of
+    (algorithm, answer) pairs: "chosen", "rejected: <reason>", ... (`convkit plan` prints the same list).
     """
 
-    def __new__(cls, algorithm: str, layout: str, variant: str = "", source: str = ""):
+    def __new__(cls, algorithm: str, layout: str, variant: str = "", source: str = "", workspace_bytes: int = 0,
+                verdicts=()):
         self = super().__new__(cls, (algorithm, layout))
         self.variant = variant
         self.source = source
+        self.workspace_bytes = int(workspace_bytes)
+        self.verdicts = [tuple(v) for v in verdicts]
         return self
 
     def __getnewargs__(self):
-        return (self[0], self[1], self.variant, self.source)
+        return (self[0], self[1], self.variant, self.source, self.workspace_bytes, self.verdicts)
 
     @property
     def algorithm(self) -> str:
@@ -93,12 +98,12 @@ class Plan(tuple):
 
 def plan(x: Tensor, weight: Tensor, stride: IntPair = 1, padding: IntPair = 0, dilation: IntPair = 1,
          groups: int = 1, algo: str = "auto") -> Plan:
-    """What conv2d(x, weight, ...) would run, by the op's own rules, without running anything: a Plan, the
-    tuple (algorithm, layout) with .variant and .source (see Plan). For "auto" it is the library's choice
-    (convkit::select_auto): the tune cache's entry for this problem, dtype, layout and device if one applies,
-    else the heuristic's. Raises NotImplementedError (with every algorithm's reason) when nothing can run the
-    request. Like any selection it reads the tune cache ($CONVKIT_TUNE_CACHE, docs/tuning.md) and, under
-    CONVKIT_LOG=dispatch, may be the call that prints the key's one dispatch line.
+    """What conv2d(x, weight, ...) would run, without running anything: the library's plan (convkit::plan,
+    the same answer `convkit plan` prints), a Plan: the tuple (algorithm, layout) with .variant, .source,
+    .workspace_bytes and .verdicts. For "auto" it is the tune cache's entry for this problem, dtype, layout and
+    device if one applies, else the heuristic's. Raises NotImplementedError (with every algorithm's reason)
+    when nothing can run the request. It reads the tune cache ($CONVKIT_TUNE_CACHE, docs/tuning.md) and prints
+    nothing (the CONVKIT_LOG=dispatch line is written when a convolution runs).
     """
     from . import _C
     from ._meta import _memory_format

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
-#include <set>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -119,16 +119,6 @@ convkit::RunOptions parse_algo(c10::string_view algo_sv) {
   return o;
 }
 
-bool library_selects(const convkit::RunOptions& o) { return o.algo == "auto" || o.algo == "autotune"; }
-
-// "auto" and "autotune" pick the variant themselves; the library's own message for "auto[v]".
-void check_no_variant(const convkit::RunOptions& o) {
-  if (library_selects(o) && !o.variant.empty())
-    throw convkit::Error(convkit::StatusCode::invalid_problem, "variant '" + o.variant +
-                                                                   "' needs a named algorithm; \"" + o.algo +
-                                                                   "\" picks its own.");
-}
-
 convkit::Conv2dProblem make_problem(const char* op, const at::Tensor& x, int64_t k, int64_t cg, int64_t r,
                                     int64_t s, at::IntArrayRef stride, at::IntArrayRef padding,
                                     at::IntArrayRef dilation, int64_t groups) {
@@ -150,153 +140,59 @@ convkit::Conv2dProblem make_problem(const char* op, const at::Tensor& x, int64_t
   return p;
 }
 
-// The registry position of the heuristic's choice for `cfg` (the first available algorithm of the device that
-// can implement the problem: convkit::select()'s rule), or algorithms().size() when none can. Computed here
-// rather than with select() because select() prints the CONVKIT_LOG=dispatch line of that (problem, config),
-// which is printed once per process: a layout probe must not take the place of the real choice's line.
-size_t heuristic_rank(const convkit::Conv2dProblem& p, const convkit::ConvConfig& cfg) {
-  const auto& algos = convkit::algorithms();
-  for (size_t i = 0; i < algos.size(); ++i) {
-    const convkit::Algorithm* a = algos[i];
-    if (a->device() == cfg.device && !a->is_peer() && a->available() && a->can_implement(p, cfg)) return i;
-  }
-  return algos.size();
+bool operator_equal(const convkit::Operands& a, const convkit::Operands& b) {
+  return a.src_align == b.src_align && a.wei_align == b.wei_align && a.dst_align == b.dst_align &&
+         a.bias_align == b.bias_align && a.residual_align == b.residual_align && a.has_bias == b.has_bias &&
+         a.has_residual == b.has_residual && a.residual_is_dst == b.residual_is_dst && a.per_sample == b.per_sample;
 }
 
-// The layout a CUDA request in `layout` is computed in: the tensor-core kernels (f16/bf16, and f32 with
-// "/tf32") read NHWC activations and KRSC weights only, the fast fp32 kernels NCHW only, so an NCHW bf16 tensor
-// or a channels_last fp32 one would otherwise fall through to a slow reference kernel. The rule asks the
-// library rather than naming dtypes: for "auto" and "autotune", the other layout is used when the heuristic's
-// choice for it comes earlier in the registry (which is ordered fast first) than the one for `layout`; for a
-// named algorithm, when that algorithm accepts the other layout but not `layout`. The heuristic ranks (not the
-// tune cache) decide, so the layout, and with it the tune cache key that "auto" looks up and "autotune" fills,
-// does not change with the cache's contents. The cost is one layout transform each way (x and the residual
-// in, the output out; the weight too unless it is already in that layout).
-// NOTE: fp32 channels_last ran cuda_direct_naive before the NHWC -> NCHW direction was added: 29 ms for the
-// ResNet-50 bottleneck (bench_torch, fourth session).
-convkit::Layout preferred_cuda_layout(const convkit::Conv2dProblem& p, convkit::DType dtype, convkit::Layout layout,
-                                      const convkit::RunOptions& opt) {
-  const convkit::Layout other = layout == convkit::Layout::nchw ? convkit::Layout::nhwc : convkit::Layout::nchw;
-  const convkit::ConvConfig here{dtype, layout, convkit::Device::cuda, opt.math};
-  const convkit::ConvConfig there{dtype, other, convkit::Device::cuda, opt.math};
-  if (library_selects(opt)) return heuristic_rank(p, there) < heuristic_rank(p, here) ? other : layout;
-  const convkit::Algorithm* a = convkit::find_algorithm(opt.algo);
-  if (a == nullptr || a->device() != convkit::Device::cuda || !a->available()) return layout;
-  return !a->can_implement(p, here) && a->can_implement(p, there) ? other : layout;
-}
-
-// The layout the library computes in, for x in `layout`: `layout` itself on the CPU, on CUDA the one
-// preferred_cuda_layout() names (the op then transforms on the way in and out), remembered per request.
-// NOTE: the first version ranked on every call (every algorithm's can_implement, twice). With it the eager
-// bf16 bottleneck took 1.54x torch's eager time (0.64 vs 0.41 ms; 1.10x in the fourth session, when
-// channels_last inputs skipped the ranking) and the BN-folded block 0.357 ms eager against 0.144 ms
-// replayed from a CUDA graph (0.144 both ways before): host time. The ranking is the one host-side change
-// on that path, but its cost was not isolated. With this cache (sixth session, H200) the eager bf16
-// bottleneck still varied from 0.54x to 0.64x torch over four runs while its graph replay held 0.92-0.94x:
-// the op's host path is still the eager bound, and this cache's own share is still not isolated.
-convkit::Layout compute_layout(const convkit::Conv2dProblem& p, convkit::DType dtype, convkit::Layout layout,
-                               convkit::Device device, const convkit::RunOptions& opt) {
-  if (device != convkit::Device::cuda || p.n <= 0) return layout;
-  static std::mutex mu;
-  static std::map<std::string, convkit::Layout> known;
-  const std::string key = p.to_string() + " " +
-                          convkit::ConvConfig{dtype, layout, device, opt.math}.to_string() + " " + opt.algo;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = known.find(key); it != known.end()) return it->second;
-  }
-  const convkit::Layout l = preferred_cuda_layout(p, dtype, layout, opt);
-  std::lock_guard<std::mutex> lock(mu);
-  known.emplace(key, l);
-  return l;
-}
-
-// Whether this is the first time in the process that the op runs (problem, config) with "autotune".
-bool first_autotune_sight(const convkit::Conv2dProblem& p, const convkit::ConvConfig& cfg) {
-  static std::mutex mu;
-  static std::set<std::string> seen;
-  std::lock_guard<std::mutex> lock(mu);
-  return seen.insert(p.to_string() + " " + cfg.to_string()).second;
-}
-
-// Turns "auto" and "autotune" into what the library's conv2d would run (docs/tuning.md), so that the op can run
-// it by name with a workspace of its own: opt.algo and opt.variant become the tune cache's entry for this
-// (problem, config, device) if one applies, else (for "auto") the heuristic's choice. "autotune" is left to the
-// library when it has to tune (a cache miss): convkit::conv2d(algo = "autotune") times the candidates, stores
-// the winner and runs it, with a workspace it allocates itself (once: later calls find the entry). It is also
-// left to the library the first time the op sees a key with "autotune", even when the cache already has it: a
-// lookup through select_auto() would print the CONVKIT_LOG=dispatch line of the key as "from heuristic" on a
-// miss, and that line is printed once per process; the library's own call prints the true one.
-// NOTE: remembered per (problem, config, device, algo, the environment that names the tune cache and the
-// dispatch log) until the tune cache's generation changes: select_auto() builds its cache key from strings
-// and asks every algorithm in turn, about 7 us of the op's ~23 us host time per call on the CPU (a 4x6x6
-// problem; F.conv2d takes ~6 us). A miss, or a new generation (an entry stored, a cache opened), asks again.
-void resolve_selection(const convkit::Conv2dProblem& p, const convkit::ConvConfig& cfg, int device_index,
-                       convkit::RunOptions& opt) {
-  check_no_variant(opt);
-  if (!library_selects(opt)) return;
-  const bool tune = opt.algo == "autotune";
-  if (tune && first_autotune_sight(p, cfg)) return;
-  struct Choice {
+// The library's plan for a request (convkit::plan: algorithm, variant, the layout to compute in, workspace),
+// remembered per (problem, configuration, operands' alignment, algo, device index, and the environment that
+// names the tune cache) until the tune cache's generation changes (an entry stored, a cache opened): plan()
+// builds a tune cache key from strings and asks every algorithm in turn, several microseconds of an op whose
+// whole host path should stay near F.conv2d's. Plans are shared, never copied on the hot path.
+std::shared_ptr<const convkit::Plan> planned(const convkit::Conv2dProblem& p, const convkit::ConvConfig& cfg,
+                                             const convkit::Operands& ops, const convkit::RunOptions& opt,
+                                             bool any_layout, int device_index) {
+  struct Memo {
     std::uint64_t generation;
-    std::string algo, variant;  // algo empty: "autotune" with no cache entry (the library decides)
+    std::shared_ptr<const convkit::Plan> plan;
   };
   static std::mutex mu;
-  static std::map<std::string, Choice> known;
+  static std::map<std::string, Memo> known;
   auto env = [](const char* name) {
     const char* v = std::getenv(name);
     return v != nullptr ? std::string(v) : std::string("\x01");
   };
   const int64_t fields[] = {p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
                             p.dilation_h, p.dilation_w, p.groups, int64_t(cfg.dtype), int64_t(cfg.layout),
-                            int64_t(cfg.device), int64_t(cfg.math), device_index};
+                            int64_t(cfg.device), int64_t(cfg.math), device_index, any_layout,
+                            ops.src_align, ops.wei_align, ops.dst_align, ops.bias_align, ops.residual_align,
+                            ops.has_bias, ops.has_residual, ops.residual_is_dst, ops.per_sample};
   const std::string key = std::string(reinterpret_cast<const char*>(fields), sizeof fields) + opt.algo + '\0' +
-                          env("CONVKIT_TUNE_CACHE") + '\0' + env("XDG_CACHE_HOME") + '\0' + env("HOME") + '\0' +
-                          env("CONVKIT_LOG");
+                          opt.variant + '\0' + env("CONVKIT_TUNE_CACHE") + '\0' + env("XDG_CACHE_HOME") + '\0' +
+                          env("HOME");
   const std::uint64_t generation = convkit::tune_cache_generation();
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (auto it = known.find(key); it != known.end() && it->second.generation == generation) {
-      if (it->second.algo.empty()) return;
-      opt.algo = it->second.algo;
-      opt.variant = it->second.variant;
-      return;
-    }
+    if (auto it = known.find(key); it != known.end() && it->second.generation == generation) return it->second.plan;
   }
-  const convkit::Selection sel = convkit::select_auto(p, cfg);
-  Choice c{generation, {}, {}};
-  if (!tune || sel.source == "tune cache") c = Choice{generation, sel.algorithm->name(), sel.variant};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (known.size() > 4096) known.clear();
-    known[key] = c;
-  }
-  if (c.algo.empty()) return;
-  opt.algo = c.algo;
-  opt.variant = c.variant;
+  convkit::PlanOptions po;
+  po.algo = opt.algo;
+  po.variant = opt.variant;
+  po.any_layout = any_layout;
+  auto pl = std::make_shared<const convkit::Plan>(convkit::plan(p, cfg, ops, po));
+  std::lock_guard<std::mutex> lock(mu);
+  if (known.size() > 4096) known.clear();
+  known[key] = Memo{generation, pl};
+  return pl;
 }
 
-// The workspace of the named algorithm (and variant) in `opt`, from PyTorch's caching allocator on x's device,
-// recorded in opt. None when it needs none, when the library selects at run time ("autotune" on a miss), or
-// when the library will refuse the request anyway (its error then says why).
-at::Tensor workspace_for(const convkit::Conv2dProblem& p, const convkit::ConvConfig& cfg, const at::Tensor& x,
-                         convkit::RunOptions& opt) {
-  if (library_selects(opt)) return {};
-  const convkit::Algorithm* a = convkit::find_algorithm(opt.algo);
-  if (a == nullptr || a->device() != cfg.device || !a->available() || !a->can_implement(p, cfg)) return {};
-  size_t bytes = 0;
-  if (opt.variant.empty()) {
-    bytes = a->workspace_bytes(p, cfg);
-  } else {
-    const std::vector<std::string> vs = a->variants(p, cfg);
-    if (std::find(vs.begin(), vs.end(), opt.variant) == vs.end()) return {};
-    bytes = a->variant_workspace_bytes(p, cfg, opt.variant);
-  }
-  if (bytes == 0) return {};
-  at::Tensor ws = at::empty({static_cast<int64_t>(bytes)}, x.options().dtype(at::kByte));
-  opt.workspace = ws.data_ptr();
-  opt.workspace_bytes = bytes;
-  return ws;
+// The plan's workspace from PyTorch's caching allocator on x's device (none when it needs none, or when the
+// plan leaves the choice to autotuning: execute() then allocates what the winner needs).
+at::Tensor workspace_for(const convkit::Plan& pl, const at::Tensor& x) {
+  if (pl.algorithm == nullptr || pl.workspace_bytes == 0) return {};
+  return at::empty({static_cast<int64_t>(pl.workspace_bytes)}, x.options().dtype(at::kByte));
 }
 
 convkit::Activation activation_of(const char* op, c10::string_view a) {
@@ -341,22 +237,14 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::opt
   }
 
   convkit::RunOptions opt = parse_algo(algo);
-  opt.stream = stream;
-  // On CUDA, a layout with no fast kernel for the request (NCHW bf16, channels_last fp32) is computed in the
-  // other one, a transform each way (see preferred_cuda_layout). The output keeps x's memory format, as the
-  // fake implementation (convkit/_meta.py) says.
+  // The plan decides the layout: on CUDA, one with no fast kernel for the request (NCHW bf16, channels_last
+  // fp32) is computed in the other, a transform each way (PlanOptions::any_layout). The output keeps x's
+  // memory format, as the fake implementation (convkit/_meta.py) says.
   const convkit::Layout x_layout = layout_of(x_in);
-  const convkit::Device device = x_in.is_cuda() ? convkit::Device::cuda : convkit::Device::cpu;
-  const convkit::Layout layout =
-      x_in.numel() > 0 ? compute_layout(p, dtype_of(op, "x", x_in), x_layout, device, opt) : x_layout;
-  const bool transformed = layout != x_layout;
-  const at::MemoryFormat mf = format_of(layout);
-  // Tensors already in `mf` are used in place: contiguous() is a no-op.
-  const at::Tensor x = x_in.contiguous(mf);
-  const at::Tensor w = w_in.contiguous(mf);  // KCRS, or KRSC for channels_last
-  at::Tensor out = at::empty(out_shape, x.options().memory_format(mf));
-  const auto result = [&](at::Tensor& t) { return transformed ? t.contiguous(format_of(x_layout)) : t; };
-  if (out.numel() == 0 || x.numel() == 0) return result(out.zero_());
+  const at::MemoryFormat x_mf = format_of(x_layout);
+  at::Tensor x = x_in.contiguous(x_mf), w = w_in.contiguous(x_mf);  // no-ops for tensors already dense
+  at::Tensor out = at::empty(out_shape, x.options().memory_format(x_mf));
+  if (out.numel() == 0 || x.numel() == 0) return out.zero_();
   at::Tensor bias, residual;
   convkit::Epilogue epi;
   epi.activation = act;
@@ -365,22 +253,45 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::opt
     epi.bias = bias.data_ptr();
   }
   if (residual_in) {
-    residual = residual_in->contiguous(mf);
+    residual = residual_in->contiguous(x_mf);
     epi.residual = residual.data_ptr();
   }
   try {
-    const convkit::TensorView src = to_view(op, "x", x, layout), wei = to_view(op, "weight", w, layout),
-                              dst = to_view(op, "out", out, layout);
-    const convkit::ConvConfig cfg{src.dtype, layout, src.device, opt.math};
-    if (convkit::Status s = convkit::validate_tensors(p, cfg, src, wei, dst, epi); !s.ok()) throw convkit::Error(s);
-    // The library's choice, resolved here so that its workspace comes from PyTorch's caching allocator.
-    resolve_selection(p, cfg, x.is_cuda() ? int(x.get_device()) : -1, opt);
-    const at::Tensor ws = workspace_for(p, cfg, x, opt);
-    convkit::conv2d(p, src, wei, dst, epi, opt);
+    const convkit::DType dt = dtype_of(op, "x", x_in);
+    const convkit::Device device = x.is_cuda() ? convkit::Device::cuda : convkit::Device::cpu;
+    const int device_index = x.is_cuda() ? int(x.get_device()) : -1;
+    const convkit::ConvConfig request{dt, x_layout, device, opt.math};
+    auto view = [&](const char* name, const at::Tensor& t, convkit::Layout l) { return to_view(op, name, t, l); };
+    convkit::Operands ops = convkit::Operands::of(view("x", x, x_layout), view("weight", w, x_layout),
+                                                  view("out", out, x_layout), epi);
+    std::shared_ptr<const convkit::Plan> pl = planned(p, request, ops, opt, true, device_index);
+    const convkit::Layout layout = pl->config.layout;
+    at::Tensor y = out;
+    if (layout != x_layout) {
+      const at::MemoryFormat mf = format_of(layout);
+      x = x.contiguous(mf);
+      w = w.contiguous(mf);
+      y = at::empty(out_shape, x.options().memory_format(mf));
+      if (residual_in) {
+        residual = residual.contiguous(mf);
+        epi.residual = residual.data_ptr();
+      }
+      // A weight already in that layout is used in place: the plan assumed fresh buffers, so check.
+      ops = convkit::Operands::of(view("x", x, layout), view("weight", w, layout), view("out", y, layout), epi);
+      if (!operator_equal(ops, pl->operands)) {
+        convkit::ConvConfig there = request;
+        there.layout = layout;
+        pl = planned(p, there, ops, opt, false, device_index);
+      }
+    }
+    const at::Tensor ws = workspace_for(*pl, x);
+    convkit::execute(*pl, p, view("x", x, layout), view("weight", w, layout), view("out", y, layout), epi, stream,
+                     ws.defined() ? ws.data_ptr() : nullptr, ws.defined() ? size_t(ws.numel()) : 0);
+    if (layout != x_layout) out.copy_(y);
   } catch (const convkit::Error& e) {
     rethrow(op, e);
   }
-  return result(out);
+  return out;
 }
 
 at::Tensor conv2d_per_sample(const at::Tensor& x_in, const at::Tensor& w_in, const c10::optional<at::Tensor>& bias_in,
@@ -423,10 +334,14 @@ at::Tensor conv2d_per_sample(const at::Tensor& x_in, const at::Tensor& w_in, con
     epi.bias = bias.data_ptr();
   }
   try {
-    convkit::RunOptions opt;
-    opt.stream = stream;
-    convkit::conv2d_per_sample(p, to_view(op, "x", x, layout), to_view(op, "weight", w, layout),
-                               to_view(op, "out", out, layout), epi, opt);
+    const convkit::TensorView xv = to_view(op, "x", x, layout), wv = to_view(op, "weight", w, layout),
+                              yv = to_view(op, "out", out, layout);
+    const convkit::ConvConfig cfg{xv.dtype, layout, xv.device, convkit::MathMode::strict};
+    const auto pl = planned(p, cfg, convkit::Operands::of(xv, wv, yv, epi, true), convkit::RunOptions{}, false,
+                            x.is_cuda() ? int(x.get_device()) : -1);
+    const at::Tensor ws = workspace_for(*pl, x);
+    convkit::execute(*pl, p, xv, wv, yv, epi, stream, ws.defined() ? ws.data_ptr() : nullptr,
+                     ws.defined() ? size_t(ws.numel()) : 0);
   } catch (const convkit::Error& e) {
     rethrow(op, e);
   }
@@ -596,47 +511,38 @@ TORCH_LIBRARY_IMPL(convkit, CPU, m) {
 namespace convkit_ext {
 namespace {
 
-// convkit._C.plan(problem, dtype, layout, device, algo) -> (algorithm, layout, variant, source): what
-// torch.ops.convkit.conv2d runs for x of that layout ("nchw"/"nhwc"), by the op's own rules (compute_layout, then
-// resolve_selection's). source: "tune cache" or "heuristic" for "auto" (convkit::select_auto), "tune cache" or
-// "autotune" for "autotune" (then the algorithm and variant are "": the first run tunes), "named" for a named
-// algorithm. variant "" = the algorithm's own choice. Raises ValueError for a malformed request and
-// NotImplementedError when nothing can run it.
+// convkit._C.plan(problem, dtype, layout, device, algo) -> (algorithm, layout, variant, source, workspace bytes,
+// [(algorithm, answer), ...]): what torch.ops.convkit.conv2d runs for x of that layout ("nchw"/"nhwc"): the
+// library's plan (convkit::plan, the layout free on CUDA as in the op), for operands PyTorch allocates
+// (aligned). algorithm "" for "autotune" with no tune cache entry (the first run tunes). Raises ValueError for a
+// malformed request and NotImplementedError when nothing can run it. `convkit plan` prints the same plan.
 PyObject* py_plan(PyObject*, PyObject* args) {
   const char *problem, *dtype, *layout, *device, *algo;
   if (!PyArg_ParseTuple(args, "sssss", &problem, &dtype, &layout, &device, &algo)) return nullptr;
   try {
     const convkit::Conv2dProblem p = convkit::Conv2dProblem::parse(problem);
-    if (convkit::Status v = p.validate(); !v.ok()) throw convkit::Error(v);
     const convkit::RunOptions opt = parse_algo(algo);
-    check_no_variant(opt);
-    const convkit::DType dt = convkit::parse_dtype(dtype);
-    const convkit::Device dev = convkit::parse_device(device);
-    const convkit::Layout l = compute_layout(p, dt, convkit::parse_layout(layout), dev, opt);
-    std::string name, variant, source;
-    if (library_selects(opt)) {
-      const convkit::Selection sel = convkit::select_auto(p, convkit::ConvConfig{dt, l, dev, opt.math});
-      if (opt.algo == "autotune" && sel.source != "tune cache") {
-        source = "autotune";
-      } else {
-        name = sel.algorithm->name();
-        variant = sel.variant;
-        source = sel.source;
+    const convkit::ConvConfig cfg{convkit::parse_dtype(dtype), convkit::parse_layout(layout),
+                                  convkit::parse_device(device), opt.math};
+    convkit::PlanOptions po;
+    po.algo = opt.algo;
+    po.variant = opt.variant;
+    po.any_layout = true;
+    const convkit::Plan pl = convkit::plan(p, cfg, convkit::Operands{}, po);
+    PyObject* verdicts = PyList_New(0);
+    if (verdicts == nullptr) return nullptr;
+    for (const convkit::PlanVerdict& v : pl.verdicts) {
+      PyObject* item = Py_BuildValue("(ss)", v.algorithm.c_str(), v.answer.c_str());
+      if (item == nullptr || PyList_Append(verdicts, item) != 0) {
+        Py_XDECREF(item);
+        Py_DECREF(verdicts);
+        return nullptr;
       }
-    } else if (const convkit::Algorithm* a = convkit::find_algorithm(opt.algo)) {
-      name = a->name();
-      variant = opt.variant;
-      source = "named";
-      if (!variant.empty()) {  // the op's (the library's) refusal of a variant the algorithm does not offer
-        const std::vector<std::string> vs = a->variants(p, convkit::ConvConfig{dt, l, dev, opt.math});
-        if (std::find(vs.begin(), vs.end(), variant) == vs.end())
-          throw convkit::Error(convkit::StatusCode::invalid_problem,
-                               name + " has no variant '" + variant + "' for " + p.to_string() + ".");
-      }
-    } else {
-      throw convkit::Error(convkit::StatusCode::invalid_problem, "unknown algorithm '" + opt.algo + "'.");
+      Py_DECREF(item);
     }
-    return Py_BuildValue("(ssss)", name.c_str(), convkit::to_string(l), variant.c_str(), source.c_str());
+    const std::string name = pl.algorithm ? pl.algorithm->name() : std::string();
+    return Py_BuildValue("(ssssKN)", name.c_str(), convkit::to_string(pl.config.layout), pl.variant.c_str(),
+                         pl.source.c_str(), static_cast<unsigned long long>(pl.workspace_bytes), verdicts);
   } catch (const convkit::Error& e) {
     const bool unsupported =
         e.code() == convkit::StatusCode::unsupported || e.code() == convkit::StatusCode::not_available;
@@ -650,7 +556,8 @@ PyObject* py_plan(PyObject*, PyObject* args) {
 }
 
 PyMethodDef methods[] = {
-    {"plan", py_plan, METH_VARARGS, "plan(problem, dtype, layout, device, algo) -> (algorithm, layout, variant, source)"},
+    {"plan", py_plan, METH_VARARGS,
+     "plan(problem, dtype, layout, device, algo) -> (algorithm, layout, variant, source, workspace, verdicts)"},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

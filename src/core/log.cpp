@@ -17,7 +17,9 @@ std::mutex& print_mutex() {
   return mu;
 }
 
-std::string dispatch_key(const Conv2dProblem& p, const ConvConfig& cfg) { return p.to_string() + " " + cfg.to_string(); }
+std::string dispatch_key(const Conv2dProblem& p, const ConvConfig& cfg, bool per_sample) {
+  return p.to_string() + " " + cfg.to_string() + (per_sample ? " per-sample" : "");
+}
 
 std::set<std::string>& dispatch_seen() {
   static std::set<std::string> seen;
@@ -48,15 +50,15 @@ bool log_warning_once(const std::string& key, const std::string& message) {
   return true;
 }
 
-bool dispatch_log_pending(const Conv2dProblem& p, const ConvConfig& cfg) {
+bool dispatch_log_pending(const Conv2dProblem& p, const ConvConfig& cfg, bool per_sample) {
   if (!log_enabled("dispatch")) return false;
   std::lock_guard<std::mutex> lock(print_mutex());
-  return dispatch_seen().count(dispatch_key(p, cfg)) == 0;
+  return dispatch_seen().count(dispatch_key(p, cfg, per_sample)) == 0;
 }
 
-void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const DispatchReport& r) {
+void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const DispatchReport& r, bool per_sample) {
   if (!log_enabled("dispatch")) return;
-  const std::string key = dispatch_key(p, cfg);
+  const std::string key = dispatch_key(p, cfg, per_sample);
   std::ostringstream o;
   o << "[convkit dispatch] " << key << " -> " << r.chosen;
   if (!r.variant.empty()) o << " [" << r.variant << "]";

@@ -32,9 +32,11 @@ struct DispatchReport {
 
 // True when CONVKIT_LOG=dispatch is set and this (problem, config) has not been logged yet in this process:
 // only then is a report worth building.
-bool dispatch_log_pending(const Conv2dProblem& p, const ConvConfig& cfg);
+// Per-sample requests (convkit/per_sample.hpp) are a key of their own.
+bool dispatch_log_pending(const Conv2dProblem& p, const ConvConfig& cfg, bool per_sample = false);
 // Prints the report once per (problem, config) (later calls for the same key print nothing).
-void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const DispatchReport& report);
+void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const DispatchReport& report,
+                  bool per_sample = false);
 
 // The current UTC time as 2026-11-29T12:34:56Z (tune-cache entries, bench reports).
 std::string utc_now();

@@ -1,4 +1,5 @@
-// The registry and the one conv2d() entry point: validate, select (or look up), allocate workspace, run.
+// The registry (every algorithm, in the heuristic's order, and the peers) and the tensor checks every entry
+// point shares. conv2d() itself is a plan and its execution: core/planner.cpp.
 #include "core/registry.hpp"
 
 #include <algorithm>
@@ -17,26 +18,49 @@ namespace convkit {
 
 const char* version() { return CONVKIT_VERSION_STRING; }
 
+// The order is the heuristic's: `auto` without a tune cache entry runs the first algorithm that can implement
+// the problem and accepts its operands (core/planner.cpp). Each line says why it sits where it does.
 const std::vector<const Algorithm*>& algorithms() {
   static const std::vector<const Algorithm*> list = [] {
     std::vector<const Algorithm*> v;
 #ifdef CONVKIT_WITH_CUDA
-    v.push_back(detail::make_cuda_depthwise());  // first: it takes depthwise layers only, where every GEMM tile is mostly zeros
-    v.push_back(detail::make_cuda_igemm_wgmma());  // the fastest where it applies (Hopper; f16/bf16 with C/groups % 8 == 0, tf32 with % 4)
-    v.push_back(detail::make_cuda_conv_wgmma_halo());  // Hopper, stride 1, C % 64, small filter banks: the halo kernel
+    // Depthwise layers only (groups = C): every GEMM tile there is mostly zeros, so it goes before them all.
+    v.push_back(detail::make_cuda_depthwise());
+    // The fastest dense kernel where it applies (Hopper; f16/bf16 with C/groups % 8, tf32 with % 4; 16-byte
+    // aligned operands); also per-sample weights (f16/bf16).
+    v.push_back(detail::make_cuda_igemm_wgmma());
+    // Everything it takes (Hopper, stride 1, C % 64) cuda_igemm_wgmma takes too, so the heuristic never picks
+    // it: it is registered for the autotuner and `convkit tune` (it wins some small-filter-bank layers; the
+    // tune cache then names it) and to be run by name.
+    v.push_back(detail::make_cuda_conv_wgmma_halo());
+    // Tensor cores on any sm_80+ GPU and any C (a gather path for misaligned C or pointers); per-sample weights.
     v.push_back(detail::make_cuda_igemm_mma());
+    // The portable tensor-core rung (WMMA); the mma kernel above is faster wherever both run.
     v.push_back(detail::make_cuda_igemm_wmma());
+    // The fastest strict-fp32 kernel (NCHW); per-sample weights in f32 NCHW.
     v.push_back(detail::make_cuda_igemm_simt());
+    // The direct rungs, fastest first: they take what the GEMMs refuse (their index limits).
     v.push_back(detail::make_cuda_direct_regblock());
     v.push_back(detail::make_cuda_direct_smem());
+    // cuBLAS on an im2col workspace: exact and general, slower than the implicit GEMMs, before the naive rungs.
     v.push_back(detail::make_cuda_im2col_cublas());
     v.push_back(detail::make_cuda_direct_naive());
+    // Per-sample weights only, in any dtype, layout and alignment: after the faster per-sample modes.
+    v.push_back(detail::make_cuda_per_sample());
+    // The oracle: last, it takes every valid problem.
     v.push_back(detail::make_cuda_ref());
 #endif
-    v.push_back(detail::make_cpu_depthwise());  // first: it takes depthwise layers only
+    // Depthwise layers only (groups = C, multiplier 1): before the GEMM, whose tiles would be mostly zeros.
+    v.push_back(detail::make_cpu_depthwise());
+    // OpenBLAS on an im2col workspace: the fastest general CPU path.
     v.push_back(detail::make_cpu_im2col_gemm());
+    // No library, no workspace: takes what the GEMM cannot (no OpenBLAS, workspace limits).
     v.push_back(detail::make_cpu_direct());
-    v.push_back(detail::make_cpu_winograd());  // approximate: by name only
+    // Approximate (approximate_rel_l2): never chosen automatically; registered to run by name.
+    v.push_back(detail::make_cpu_winograd());
+    // Per-sample weights only (conv2d_per_sample).
+    v.push_back(detail::make_cpu_per_sample());
+    // The oracle: last, it takes every valid problem.
     v.push_back(detail::make_cpu_ref());
     return v;
   }();
@@ -106,63 +130,6 @@ Status validate_tensors(const Conv2dProblem& p, const ConvConfig& cfg, const Ten
   if (dst.data == src.data || dst.data == wei.data)
     return Status::Fail(StatusCode::invalid_tensor, "output: must not alias the input or the weight.");
   return Status::Ok();
-}
-
-const Algorithm& select(const Conv2dProblem& problem, const ConvConfig& cfg) {
-  return detail::select_heuristic(problem, cfg);
-}
-
-void conv2d(const Conv2dProblem& problem, const TensorView& src, const TensorView& wei, const TensorView& dst,
-            const Epilogue& epi, const RunOptions& opt) {
-  ConvConfig cfg{src.dtype, src.layout, src.device, opt.math};
-  throw_if_error(validate_tensors(problem, cfg, src, wei, dst, epi));
-  const Algorithm* algo = nullptr;
-  std::string variant = opt.variant;
-  if (opt.algo.empty() || opt.algo == "auto" || opt.algo == "autotune") {
-    if (!opt.variant.empty())
-      throw Error(StatusCode::invalid_problem, "variant '" + opt.variant + "' needs a named algorithm; \"" +
-                                                   (opt.algo.empty() ? "auto" : opt.algo) + "\" picks its own.");
-    ConvCall tuning{problem, cfg, src, wei, dst, epi, nullptr, 0, opt.stream, std::string()};
-    const Selection chosen = detail::choose_for_call(tuning, opt.algo == "autotune", *detail::tune_cache());
-    algo = chosen.algorithm;
-    variant = chosen.variant;
-  } else {
-    algo = find_algorithm(opt.algo);
-    if (!algo) throw Error(StatusCode::invalid_problem, "unknown algorithm '" + opt.algo + "' (see `convkit list`)");
-    if (algo->device() != cfg.device)
-      throw Error(StatusCode::unsupported, algo->name() + " runs on " + to_string(algo->device()) +
-                                               " but the tensors are on " + to_string(cfg.device) + ".");
-    if (Support av = algo->available(); !av) throw Error(StatusCode::not_available, algo->name() + ": " + av.reason);
-    if (Support ok = algo->can_implement(problem, cfg); !ok)
-      throw Error(StatusCode::unsupported, algo->name() + " cannot run " + problem.to_string() + ": " + ok.reason);
-    if (!variant.empty()) {
-      const std::vector<std::string> vs = algo->variants(problem, cfg);
-      if (std::find(vs.begin(), vs.end(), variant) == vs.end()) {
-        std::string list;
-        for (const auto& v : vs) list += (list.empty() ? "" : ", ") + v;
-        throw Error(StatusCode::invalid_problem, algo->name() + " has no variant '" + variant + "' for " +
-                                                     problem.to_string() + " (" +
-                                                     (list.empty() ? "it has no variants" : "its variants: " + list) +
-                                                     ").");
-      }
-    }
-  }
-  ConvCall call{problem, cfg, src, wei, dst, epi, opt.workspace, opt.workspace_bytes, opt.stream, variant};
-  const size_t need =
-      variant.empty() ? algo->workspace_bytes(problem, cfg) : algo->variant_workspace_bytes(problem, cfg, variant);
-  Buffer owned;
-  if (need > 0 && (call.workspace == nullptr || call.workspace_bytes < need)) {
-    if (call.workspace != nullptr)
-      throw Error(StatusCode::invalid_tensor, algo->name() + " needs " + std::to_string(need) +
-                                                  " bytes of workspace but was given " +
-                                                  std::to_string(call.workspace_bytes) + ".");
-    owned = Buffer(cfg.device, need);
-    call.workspace = owned.data();
-    call.workspace_bytes = need;
-  }
-  algo->run(call);
-  // An owned workspace is freed on return; on CUDA wait for the kernels that use it first.
-  if (owned.data() != nullptr && cfg.device == Device::cuda) device_synchronize(cfg.device);
 }
 
 }  // namespace convkit

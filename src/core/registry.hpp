@@ -12,6 +12,7 @@ const Algorithm* make_cpu_depthwise();
 const Algorithm* make_cpu_im2col_gemm();
 const Algorithm* make_cpu_direct();
 const Algorithm* make_cpu_winograd();
+const Algorithm* make_cpu_per_sample();  // per-sample weights only
 const Algorithm* make_onednn_cpu();  // peer
 
 #ifdef CONVKIT_WITH_CUDA
@@ -26,6 +27,7 @@ const Algorithm* make_cuda_igemm_wmma();
 const Algorithm* make_cuda_igemm_mma();  // tensor cores: f16/bf16/tf32, NHWC
 const Algorithm* make_cuda_igemm_wgmma();  // Hopper wgmma (sm_90a): f16/bf16/tf32, NHWC
 const Algorithm* make_cuda_conv_wgmma_halo();  // Hopper wgmma, im2col from an input halo (sm_90a): f16/bf16, NHWC
+const Algorithm* make_cuda_per_sample();  // per-sample weights only
 const Algorithm* make_cudnn_peer();  // peer
 #endif
 

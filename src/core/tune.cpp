@@ -40,73 +40,10 @@ std::string cpu_model() {
   return model;
 }
 
-// (available and can_implement) of one algorithm, in one Support.
-// Whether the selection (heuristic, tune cache, autotuner) may choose `a` for this request.
-Support usable(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg) {
-  Support av = a->available();
-  if (!av) return Support::no("unavailable: " + av.reason);
-  if (a->approximate())
-    return Support::no("approximate (rel L2 up to 1e-4): never chosen automatically; name it to run it.");
-  return a->can_implement(p, cfg);
-}
-
-std::vector<const Algorithm*> device_algorithms(Device d) {
-  std::vector<const Algorithm*> v;
-  for (const Algorithm* a : algorithms())
-    if (a->device() == d && !a->is_peer()) v.push_back(a);
-  return v;
-}
-
-// "rejected: <reason>" or "unavailable: <reason>".
-std::string reject_text(const Support& s) {
-  return s.reason.rfind("unavailable: ", 0) == 0 ? s.reason : "rejected: " + s.reason;
-}
-
-bool has_variant(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg, const std::string& v) {
-  const auto vs = a->variants(p, cfg);
-  return std::find(vs.begin(), vs.end(), v) != vs.end();
-}
-
-// The verdicts of the dispatch log for every algorithm of the device; `chosen_text` for the chosen one and
-// `other` for each of the rest that could run it (those that cannot get their reason).
-std::vector<DispatchReport::Verdict> verdicts(const Conv2dProblem& p, const ConvConfig& cfg, const Algorithm* chosen,
-                                              const std::string& chosen_text, bool stop_at_chosen) {
-  std::vector<DispatchReport::Verdict> v;
-  bool after = false;
-  for (const Algorithm* a : device_algorithms(cfg.device)) {
-    if (a == chosen) {
-      v.push_back({a->name(), chosen_text});
-      after = true;
-      continue;
-    }
-    const Support s = usable(a, p, cfg);
-    std::string text;
-    if (stop_at_chosen && after)
-      text = s ? "not tried (after the chosen one); it could run this problem"
-               : "not tried (after the chosen one); it would reject: " + s.reason;
-    else if (stop_at_chosen)
-      text = reject_text(s);
-    else
-      text = s ? "not used; it could run this problem" : reject_text(s);
-    v.push_back({a->name(), text});
-  }
-  return v;
-}
-
-void log_cache_choice(const ConvCall& call, const TuneEntry& e, const std::string& file) {
-  if (!dispatch_log_pending(call.problem, call.config)) return;
-  DispatchReport r;
-  r.chosen = e.algorithm;
-  r.variant = e.variant;
-  r.source = "tune cache " + (file.empty() ? std::string("(in memory)") : file) + ": " + fmt_ms(e.ms) +
-             " when tuned on " + e.date;
-  r.algorithms = verdicts(call.problem, call.config, find_algorithm(e.algorithm),
-                          "chosen (tune cache)", false);
-  log_dispatch(call.problem, call.config, r);
-}
+}  // namespace
 
 void log_autotune(const ConvCall& call, const TuneResult& t, const std::vector<std::string>& notes) {
-  if (!dispatch_log_pending(call.problem, call.config)) return;
+  if (!dispatch_log_pending(call.problem, call.config, call.per_sample)) return;
   DispatchReport r;
   r.chosen = t.algorithm->name();
   r.variant = t.variant;
@@ -136,10 +73,9 @@ void log_autotune(const ConvCall& call, const TuneResult& t, const std::vector<s
     }
     r.algorithms.push_back({a->name(), text});
   }
-  log_dispatch(call.problem, call.config, r);
+  log_dispatch(call.problem, call.config, r, call.per_sample);
 }
 
-}  // namespace
 
 // ---- keys -------------------------------------------------------------------------------------------
 
@@ -152,11 +88,11 @@ DeviceIdentity device_identity(Device device) {
 DeviceIdentity cuda_device_identity() { return {"no CUDA in this build", "-"}; }
 #endif
 
-TuneKey make_tune_key(const Conv2dProblem& p, const ConvConfig& cfg) {
+TuneKey make_tune_key(const Conv2dProblem& p, const ConvConfig& cfg, bool per_sample) {
   TuneKey k;
   k.problem = p.to_string();
   k.dtype = to_string(cfg.dtype);
-  k.layout = to_string(cfg.layout);
+  k.layout = std::string(to_string(cfg.layout)) + (per_sample ? "+per_sample" : "");
   k.math = to_string(cfg.math);
   k.device = to_string(cfg.device);
   const DeviceIdentity id = device_identity(cfg.device);
@@ -189,14 +125,14 @@ const TuneCandidate* TuneResult::runner_up() const {
 }
 
 std::vector<TuneCandidate> tune_candidates(const Conv2dProblem& p, const ConvConfig& cfg,
-                                           std::vector<std::string>* skipped) {
+                                           std::vector<std::string>* skipped, const Operands& ops) {
   struct Algo {
     const Algorithm* a;
     std::vector<std::string> variants;
   };
   std::vector<Algo> fast, refs;
   for (const Algorithm* a : device_algorithms(cfg.device)) {
-    const Support s = usable(a, p, cfg);
+    const Support s = usable(a, p, cfg, ops);
     if (!s) {
       if (skipped) skipped->push_back(a->name() + ": " + reject_text(s));
       continue;
@@ -248,7 +184,8 @@ TuneResult autotune(const ConvCall& call) {
   const Conv2dProblem& p = call.problem;
   const ConvConfig& cfg = call.config;
   TuneResult result;
-  result.candidates = tune_candidates(p, cfg, &result.skipped);
+  result.candidates = tune_candidates(
+      p, cfg, &result.skipped, Operands::of(call.src, call.wei, call.dst, call.epilogue, call.per_sample));
   if (result.candidates.empty()) {
     std::string why;
     for (const std::string& s : result.skipped) why += "  " + s + "\n";
@@ -324,77 +261,53 @@ TuneResult autotune(const ConvCall& call) {
   return result;
 }
 
-// ---- selection --------------------------------------------------------------------------------------
+// ---- the heuristic ---------------------------------------------------------------------------------
 
-const Algorithm& select_heuristic(const Conv2dProblem& problem, const ConvConfig& cfg,
-                                  const std::vector<std::string>& notes) {
-  std::ostringstream why;
-  for (const Algorithm* a : device_algorithms(cfg.device)) {
-    Support ok = usable(a, problem, cfg);
-    if (ok) {
-      if (dispatch_log_pending(problem, cfg)) {
-        DispatchReport r;
-        r.chosen = a->name();
-        r.source = "heuristic: the first registered algorithm that can implement it (no tune cache entry; "
-                   "RunOptions::algo = \"autotune\" or `convkit tune` measures instead)";
-        r.notes = notes;
-        r.algorithms = verdicts(problem, cfg, a, "chosen", true);
-        log_dispatch(problem, cfg, r);
-      }
-      return *a;
-    }
-    why << "  " << a->name() << ": " << ok.reason << "\n";
+Support usable(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops) {
+  Support av = a->available();
+  if (!av) return Support::no("unavailable: " + av.reason);
+  if (a->approximate()) {
+    char bound[32];
+    std::snprintf(bound, sizeof(bound), "%.0e", a->approximate_rel_l2());
+    return Support::no(std::string("approximate (rel L2 up to ") + bound +
+                       "): never chosen automatically; name it to run it.");
   }
-  std::string reasons = why.str();
-  if (reasons.empty())
-    reasons = cfg.device == Device::cuda ? "  no CUDA algorithms in this build.\n" : "  no algorithms registered.\n";
-  throw Error(StatusCode::unsupported,
-              "no algorithm can run " + problem.to_string() + " " + cfg.to_string() + ":\n" + reasons);
+  if (Support s = a->can_implement(p, cfg); !s) return s;
+  return a->accepts(p, cfg, ops);
 }
 
-Selection choose_for_call(const ConvCall& call, bool tune, TuneCache& cache) {
-  const Conv2dProblem& p = call.problem;
-  const ConvConfig& cfg = call.config;
-  const TuneKey key = make_tune_key(p, cfg);
-  std::vector<std::string> notes;
-  if (const auto e = cache.lookup(key)) {
-    const Algorithm* a = find_algorithm(e->algorithm);  // lookup() only returns known algorithms
-    Support s = usable(a, p, cfg);
-    if (s && !e->variant.empty() && !has_variant(a, p, cfg, e->variant))
-      s = Support::no("it no longer offers the variant '" + e->variant + "' for this problem.");
-    if (s) {
-      log_cache_choice(call, *e, cache.path());
-      return {a, e->variant, "tune cache"};
-    }
-    const std::string msg = "its entry for " + key.request() + " names " + e->algorithm +
-                            (e->variant.empty() ? "" : "[" + e->variant + "]") + ", which cannot run it any more (" +
-                            s.reason + "); ignoring it";
-    cache.warn_once("unusable " + key.request(), msg + " (said once)");
-    notes.push_back("tune cache entry ignored: " + msg);
-  }
-  if (!tune) return {&select_heuristic(p, cfg, notes), std::string(), "heuristic"};
+std::vector<const Algorithm*> device_algorithms(Device d) {
+  std::vector<const Algorithm*> v;
+  for (const Algorithm* a : algorithms())
+    if (a->device() == d && !a->is_peer()) v.push_back(a);
+  return v;
+}
 
-  const TuneResult t = autotune(call);
-  TuneEntry e;
-  e.key = key;
-  e.algorithm = t.algorithm->name();
-  e.variant = t.variant;
-  e.ms = t.ms;
-  e.date = utc_now();
-  cache.store(e);
-  log_autotune(call, t, notes);
-  return {t.algorithm, t.variant, "autotune"};
+std::string reject_text(const Support& s) {
+  return s.reason.rfind("unavailable: ", 0) == 0 ? s.reason : "rejected: " + s.reason;
+}
+
+const Algorithm* first_usable(const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops,
+                              std::vector<PlanVerdict>* verdicts) {
+  const Algorithm* chosen = nullptr;
+  for (const Algorithm* a : device_algorithms(cfg.device)) {
+    const Support s = usable(a, p, cfg, ops);
+    if (!chosen && s) {
+      chosen = a;
+      if (verdicts) verdicts->push_back({a->name(), "chosen"});
+      continue;
+    }
+    if (!verdicts) {
+      if (chosen) break;
+      continue;
+    }
+    if (chosen)
+      verdicts->push_back({a->name(), s ? "not tried (after the chosen one); it could run this problem"
+                                        : "not tried (after the chosen one); it would reject: " + s.reason});
+    else
+      verdicts->push_back({a->name(), reject_text(s)});
+  }
+  return chosen;
 }
 
 }  // namespace convkit::detail
-
-namespace convkit {
-
-Selection select_auto(const Conv2dProblem& problem, const ConvConfig& config) {
-  ConvCall call;
-  call.problem = problem;
-  call.config = config;
-  return detail::choose_for_call(call, false, *detail::tune_cache());
-}
-
-}  // namespace convkit

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "convkit/convkit.hpp"
+#include "convkit/plan.hpp"
 #include "core/tune_cache.hpp"
 
 namespace convkit::detail {
@@ -21,7 +22,17 @@ DeviceIdentity device_identity(Device device);
 // a failure gives a name that says so.
 DeviceIdentity cuda_device_identity();
 
-TuneKey make_tune_key(const Conv2dProblem& p, const ConvConfig& cfg);
+// The key of a request; per-sample requests are keyed apart (their layout field reads "nhwc+per_sample").
+TuneKey make_tune_key(const Conv2dProblem& p, const ConvConfig& cfg, bool per_sample = false);
+
+// Whether the planner, the tune cache and the autotuner may choose `a` for this request: available, exact
+// (not approximate()), can_implement the problem and accepts() the operands. The reason when not, prefixed
+// "unavailable: " when the algorithm cannot run at all here.
+Support usable(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops);
+// The non-peer algorithms of a device, in registry order.
+std::vector<const Algorithm*> device_algorithms(Device d);
+// "rejected: <reason>" or "unavailable: <reason>".
+std::string reject_text(const Support& s);
 
 // Reference algorithms (*_ref, *_naive): timed only when nothing faster can run the problem.
 bool is_reference_algorithm(const std::string& name);
@@ -55,7 +66,7 @@ struct TuneResult {
 // first variant before any second one), references only when nothing else can. `skipped` gets why the others
 // are not candidates.
 std::vector<TuneCandidate> tune_candidates(const Conv2dProblem& p, const ConvConfig& cfg,
-                                           std::vector<std::string>* skipped);
+                                           std::vector<std::string>* skipped, const Operands& ops = {});
 
 // Times every candidate on the call's tensors and returns the fastest (the cache is not touched). The output
 // goes to a scratch buffer of the tuner's own (with the call's bias and activation, and its residual unless
@@ -64,13 +75,12 @@ std::vector<TuneCandidate> tune_candidates(const Conv2dProblem& p, const ConvCon
 // probe run, then (unless pruned) the median of 10 runs. Throws Error(unsupported) when no candidate ran.
 TuneResult autotune(const ConvCall& call);
 
-// conv2d's choice for "auto" (autotune = false) or "autotune": a usable cache entry, else the heuristic, or
-// (autotune) the autotuner's winner, stored in `cache`. Logs the choice (CONVKIT_LOG=dispatch).
-Selection choose_for_call(const ConvCall& call, bool autotune, TuneCache& cache);
+// The heuristic: the first algorithm of cfg.device that is usable() for the request, with every algorithm's
+// verdict; nullptr (and the verdicts: every rejection) when none is.
+const Algorithm* first_usable(const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops,
+                              std::vector<PlanVerdict>* verdicts);
 
-// The heuristic: the first available algorithm of cfg.device that can implement the problem; logs it with
-// `notes` (CONVKIT_LOG=dispatch). Throws Error(unsupported) listing every rejection.
-const Algorithm& select_heuristic(const Conv2dProblem& p, const ConvConfig& cfg,
-                                  const std::vector<std::string>& notes = {});
+// Writes the dispatch log of an autotune run (CONVKIT_LOG=dispatch).
+void log_autotune(const ConvCall& call, const TuneResult& t, const std::vector<std::string>& notes);
 
 }  // namespace convkit::detail

@@ -110,7 +110,11 @@ bool parse_tune_line(const std::string& line, TuneEntry* e, std::string* why) {
     }
     k.problem = p.to_string();
     k.dtype = to_string(parse_dtype(f[1]));
-    k.layout = to_string(parse_layout(f[2]));
+    // A per-sample request (conv2d_per_sample) is keyed "<layout>+per_sample".
+    const std::string suffix = "+per_sample";
+    const size_t cut = f[2].size() > suffix.size() ? f[2].size() - suffix.size() : 0;
+    const bool per_sample = cut > 0 && f[2].compare(cut, suffix.size(), suffix) == 0;
+    k.layout = std::string(to_string(parse_layout(per_sample ? f[2].substr(0, cut) : f[2]))) + (per_sample ? suffix : "");
     k.device = to_string(parse_device(f[4]));
   } catch (const Error& err) {
     *why = err.what();

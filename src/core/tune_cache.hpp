@@ -6,7 +6,8 @@
 // Format (text, no library needed): the header line `convkit-tune-cache v1`, `#` comment lines, then one
 // entry per line, 12 tab-separated fields:
 //   problem dtype layout math device device_name driver convkit_version | algorithm variant ms date
-// The first eight are the key; variant "-" means the algorithm's own choice. docs/tuning.md has the details.
+// The first eight are the key; variant "-" means the algorithm's own choice; a per-sample request
+// (conv2d_per_sample) has the layout "nchw+per_sample" or "nhwc+per_sample". docs/tuning.md has the details.
 //
 // Trust: a file with another header, a line that does not parse, an entry naming an unknown algorithm, or a
 // stale entry (the same request tuned by another convkit version, GPU or driver) is never used; each kind

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "common/activation.hpp"
-#include "core/per_sample_hooks.hpp"
+#include "convkit/algorithm.hpp"
+#include "convkit/status.hpp"
+#include "core/registry.hpp"
 
 namespace convkit::detail {
 
@@ -34,11 +36,10 @@ Strides4 weight_strides(const TensorView& t) {  // KCRS or KRSC
 }
 }  // namespace
 
-void cpu_conv2d_per_sample(const Conv2dProblem& pb, const TensorView& src, const TensorView& wei,
-                           const TensorView& dst, const Epilogue& epi) {
-  if (src.dtype != DType::f32)
-    throw Error(StatusCode::unsupported, std::string("conv2d_per_sample on the CPU supports f32 only; got ") +
-                                             to_string(src.dtype) + ".");
+namespace {
+
+void run_per_sample(const Conv2dProblem& pb, const TensorView& src, const TensorView& wei, const TensorView& dst,
+                    const Epilogue& epi) {
   const int64_t N = pb.n, K = pb.k, G = pb.groups, Cg = pb.c_per_group(), Kg = pb.k_per_group();
   const int64_t R = pb.r, S = pb.s, P = pb.p(), Q = pb.q(), H = pb.h, W = pb.w;
   const int64_t blocks = (Kg + kBlockK - 1) / kBlockK;
@@ -98,6 +99,38 @@ void cpu_conv2d_per_sample(const Conv2dProblem& pb, const TensorView& src, const
         }
     }
   }
+}
+
+class CpuPerSample final : public Algorithm {
+ public:
+  std::string name() const override { return "cpu_per_sample"; }
+  Device device() const override { return Device::cpu; }
+  std::string description() const override {
+    return "per-sample weights only (conv2d_per_sample): a blocked direct loop over each sample's own filter bank "
+           "(f32; NCHW and NHWC)";
+  }
+  Support can_implement(const Conv2dProblem&, const ConvConfig& cfg) const override {
+    if (cfg.dtype != DType::f32)
+      return Support::no(std::string("it computes f32 only, not ") + to_string(cfg.dtype) + ".");
+    return Support::yes();  // (tf32 requests get strict fp32 products: more accurate than asked)
+  }
+  Support accepts(const Conv2dProblem&, const ConvConfig&, const Operands& ops) const override {
+    if (!ops.per_sample) return Support::no("it runs per-sample weights only (conv2d_per_sample).");
+    return Support::yes();
+  }
+  void run(const ConvCall& call) const override {
+    if (!call.per_sample) throw Error(StatusCode::unsupported, name() + " runs per-sample weights only.");
+    if (Support ok = can_implement(call.problem, call.config); !ok)
+      throw Error(StatusCode::unsupported, name() + " cannot run " + call.problem.to_string() + ": " + ok.reason);
+    run_per_sample(call.problem, call.src, call.wei, call.dst, call.epilogue);
+  }
+};
+
+}  // namespace
+
+const Algorithm* make_cpu_per_sample() {
+  static CpuPerSample algo;
+  return &algo;
 }
 
 }  // namespace convkit::detail

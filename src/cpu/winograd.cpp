@@ -340,7 +340,7 @@ class CpuWinograd final : public Algorithm {
     return "Winograd F(4x4,3x3) or F(2x2,3x3): input/filter transforms, 36 (16) OpenBLAS SGEMMs over the channels, "
            "4x (2.25x) fewer multiplies; approximate (rel L2 <= 1e-4), run by name only";
   }
-  bool approximate() const override { return true; }
+  double approximate_rel_l2() const override { return 1e-4; }  // the F(4,3) transforms' rounding
   Support available() const override { return openblas_available(); }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (Support ok = openblas_f32_request(p, cfg); !ok) return ok;

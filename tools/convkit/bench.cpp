@@ -24,7 +24,7 @@ constexpr double kCpuEstimateFlops = 50e9;  // the CPU speed assumed when estima
 constexpr double kCpuOracleFlops = 0.25e9;  // ... and that of the oracle, cpu_ref
 constexpr double kCpuSuiteBudgetS = 180.0;  // above this estimate a CPU suite runs at batch 1
 
-struct Plan {
+struct BenchSetup {
   std::vector<NamedProblem> problems;
   std::string suite;
   ConvConfig cfg;
@@ -41,34 +41,39 @@ const Algorithm* peer_for(Device d) {
 }
 
 // The rel-L2 bound of a path, with its reason: fp32 rounding over long sums (1e-5); tf32's 10-bit mantissa
-// (1e-3); f16/bf16 storage (1e-2); Winograd's transforms amplify fp32 rounding (1e-4).
-double error_bound(const ConvConfig& cfg, const std::string& algo) {
+// (1e-3); f16/bf16 storage (1e-2); an approximate algorithm's own declared bound (Winograd: 1e-4).
+double error_bound(const ConvConfig& cfg, const Algorithm& a) {
   if (cfg.dtype != DType::f32) return 1e-2;
   if (cfg.math == MathMode::tf32) return 1e-3;
-  if (algo.find("winograd") != std::string::npos) return 1e-4;
+  if (a.approximate()) return a.approximate_rel_l2();
   return 1e-5;
 }
 
-bool skipped_oracle(const Algorithm* a, const Conv2dProblem& p, const Plan& plan) {
+bool skipped_oracle(const Algorithm* a, const Conv2dProblem& p, const BenchSetup& plan) {
   return plan.all && a->name() == "cpu_ref" && p.flops() > kOracleSkipFlops;
 }
 
-// A tensor-core configuration (f16, bf16, or f32 with tf32 math) asked in NCHW on CUDA: algorithms that only
-// read NHWC are then benchmarked through explicit layout transforms, as row "<algo>+nhwc".
+// NCHW asked on CUDA: an algorithm that only reads NHWC in this configuration (the tensor-core kernels for
+// f16, bf16 and tf32) is benchmarked through explicit layout transforms, as row "<algo>+nhwc" (via_nhwc).
 bool nhwc_detour_possible(const ConvConfig& cfg) {
-  return cfg.device == Device::cuda && cfg.layout == Layout::nchw &&
-         (cfg.dtype != DType::f32 || cfg.math == MathMode::tf32);
+  return cfg.device == Device::cuda && cfg.layout == Layout::nchw;
 }
 
-// Whether `a` runs this problem only through the NHWC detour: it cannot do NCHW but can do NHWC.
+// Whether `a` runs this problem only through the NHWC detour: the planner, free to pick the layout as
+// `convkit run` and the PyTorch ops are, computes it in NHWC.
 bool via_nhwc(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg) {
-  if (!nhwc_detour_possible(cfg) || a->is_peer() || !a->available() || a->can_implement(p, cfg)) return false;
-  ConvConfig nhwc = cfg;
-  nhwc.layout = Layout::nhwc;
-  return static_cast<bool>(a->can_implement(p, nhwc));
+  if (!nhwc_detour_possible(cfg) || a->is_peer() || !a->available()) return false;
+  PlanOptions po;
+  po.algo = a->name();
+  po.any_layout = true;
+  try {
+    return plan(p, cfg, convkit::Operands{}, po).config.layout == Layout::nhwc;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
-bool will_run(const Algorithm* a, const Conv2dProblem& p, const Plan& plan) {
+bool will_run(const Algorithm* a, const Conv2dProblem& p, const BenchSetup& plan) {
   return a->available() && a->can_implement(p, plan.cfg) && !skipped_oracle(a, p, plan);
 }
 
@@ -89,7 +94,7 @@ class Progress {
 };
 
 // One problem's operands, allocated once and shared by every algorithm.
-struct Operands {
+struct BenchOperands {
   Buffer hx, hw;      // host inputs (Gaussian)
   Buffer dx, dw, dy;  // on the device (dx/dw unused on the CPU: the host buffers serve)
   std::vector<unsigned char> hy;  // host copy of the output (CUDA only)
@@ -97,7 +102,7 @@ struct Operands {
   Oracle oracle;
 };
 
-void setup(Operands& o, const Conv2dProblem& p, const ConvConfig& cfg, uint64_t seed, bool verify) {
+void setup(BenchOperands& o, const Conv2dProblem& p, const ConvConfig& cfg, uint64_t seed, bool verify) {
   const size_t es = dtype_size(cfg.dtype);
   const size_t xb = size_t(p.input_elems()) * es, wb = size_t(p.weight_elems()) * es,
                yb = size_t(p.output_elems()) * es;
@@ -134,7 +139,7 @@ void set_failure(Row& r, const Error& e) {
 // weights KCRS -> KRSC once, untimed, as a model load would), the convolution runs on NHWC, and its output is
 // transformed back to NCHW for verification; the row's time is the convolution alone and transform_ms times
 // x -> NHWC plus y -> NCHW the same way.
-Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operands& o,
+Row measure(const Algorithm* a, const NamedProblem& np, const BenchSetup& plan, BenchOperands& o,
             const detail::TimingOptions& topt, bool verify, bool nhwc) {
   const Conv2dProblem& p = np.problem;
   ConvConfig cfg = plan.cfg;
@@ -172,7 +177,7 @@ Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operan
     // --tuned: the variant `convkit tune` stored for this problem, when its winner is this algorithm.
     std::string variant;
     if (plan.tuned && !a->is_peer()) {
-      const Selection s = select_auto(p, cfg);
+      const convkit::Plan s = convkit::plan(p, cfg);
       if (s.algorithm == a && s.source == "tune cache") variant = s.variant;
     }
     r.workspace_bytes = a->variant_workspace_bytes(p, cfg, variant);
@@ -198,7 +203,7 @@ Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operan
       r.verified_points = c.count;
       r.oracle = r.sampled ? "double at sampled points" : o.oracle.source;
       r.max_abs = c.max_abs, r.rel_l2 = c.rel_l2, r.nonfinite = c.nonfinite;
-      r.bound = error_bound(cfg, a->name());
+      r.bound = error_bound(cfg, *a);
       if (c.nonfinite > 0 || !(c.rel_l2 <= r.bound)) r.status = "incorrect";
     }
     const std::vector<double> ms = detail::time_runs(cfg.device, nullptr, [&] { a->run(call); }, topt);
@@ -228,8 +233,8 @@ Row measure(const Algorithm* a, const NamedProblem& np, const Plan& plan, Operan
   return r;
 }
 
-Plan make_plan(const BenchOptions& o) {
-  Plan plan;
+BenchSetup make_setup(const BenchOptions& o) {
+  BenchSetup plan;
   plan.tuned = o.tuned;
   for (const auto& spec : o.problems) plan.problems.push_back(parse_problem_arg(spec));
   if (!o.suite.empty() || plan.problems.empty()) {
@@ -281,7 +286,7 @@ Plan make_plan(const BenchOptions& o) {
 
 // The suite's CPU time for --runs timed runs plus warm-up and verification of every algorithm that will run,
 // at kCpuEstimateFlops (the oracle cpu_ref at kCpuOracleFlops, also for computing the full reference).
-double estimate_cpu_seconds(const Plan& plan, int runs, bool verify) {
+double estimate_cpu_seconds(const BenchSetup& plan, int runs, bool verify) {
   double s = 0;
   for (const auto& np : plan.problems) {
     const double f = np.problem.flops();
@@ -325,7 +330,7 @@ CLI::App* add_bench(CLI::App& app, BenchOptions& o) {
 }
 
 int run_bench(const BenchOptions& o) {
-  Plan plan = make_plan(o);
+  BenchSetup plan = make_setup(o);
   // Fail now, not after the whole suite, if an output file cannot be written (without creating it: a run
   // stopped later must not leave an empty file behind).
   for (const std::string* path : {&o.csv, &o.json})
@@ -384,7 +389,7 @@ int run_bench(const BenchOptions& o) {
     if (plan.peer) order.push_back(plan.peer);
     order.insert(order.end(), plan.algos.begin(), plan.algos.end());
 
-    Operands ops;
+    BenchOperands ops;
     std::string setup_error;
     try {
       progress.show(i + 1, plan.problems.size(), np.name, "allocating and computing the reference");

@@ -80,15 +80,16 @@ struct FilterOptions {
 CLI::App* add_filter(CLI::App& app, FilterOptions& o);
 int run_filter(const FilterOptions& o);
 
-struct PlanOptions {
+struct PlanCmdOptions {
   std::string problem;
   std::string dtype = "f32";
   std::string layout = "nchw";
   std::string device = "auto";
   std::string algo = "auto";
+  bool per_sample = false;
 };
-CLI::App* add_plan(CLI::App& app, PlanOptions& o);
-int run_plan(const PlanOptions& o);
+CLI::App* add_plan(CLI::App& app, PlanCmdOptions& o);
+int run_plan(const PlanCmdOptions& o);
 
 CLI::App* add_doctor(CLI::App& app);
 int run_doctor();

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   CLI::App* list = add_list(app, list_opt);
   CLI::App* filter = add_filter(app, filter_opt);
   CLI::App* doctor = add_doctor(app);
-  PlanOptions plan_opt;
+  PlanCmdOptions plan_opt;
   CLI::App* plan = add_plan(app, plan_opt);
 
   try {

@@ -151,11 +151,39 @@ int run_run(const RunCmdOptions& o) {
   const TensorView dst{yptr, dt, Layout::nchw, device, output_dims(p)};
   epi.bias = bs.ptr;
   epi.residual = rs.ptr;
-  convkit::RunOptions ro;
-  ro.algo = o.algo;
-  ro.variant = o.variant;
-  ro.math = cfg.math;
-  conv2d(p, src, wei, dst, epi, ro);
+  // The planner picks the layout too: NCHW files are computed in NHWC when the fastest algorithm for the
+  // request reads NHWC only (the tensor-core kernels: f16, bf16, tf32 on CUDA), through layout transforms.
+  PlanOptions po;
+  po.algo = o.algo;
+  po.variant = o.variant;
+  po.any_layout = true;
+  const ConvConfig request{dt, Layout::nchw, device, cfg.math};
+  const convkit::Plan pl = plan(p, request, convkit::Operands::of(src, wei, dst, epi), po);
+  if (!pl.transforms()) {
+    execute(pl, p, src, wei, dst, epi);
+  } else {
+    auto moved = [&](const TensorView& t, Buffer& b) {
+      b = Buffer(device, t.bytes());
+      TensorView v = t;
+      v.data = b.data();
+      v.layout = pl.config.layout;
+      return v;
+    };
+    Buffer xb, wb, yb, rb;
+    const TensorView xn = moved(src, xb), wn = moved(wei, wb), yn = moved(dst, yb);
+    transform_layout(src, xn);
+    transform_layout(wei, wn);
+    Epilogue e = epi;
+    if (epi.residual != nullptr) {
+      TensorView r = dst;
+      r.data = const_cast<void*>(epi.residual);
+      const TensorView rn = moved(r, rb);
+      transform_layout(r, rn);
+      e.residual = rn.data;
+    }
+    execute(pl, p, xn, wn, yn, e);
+    transform_layout(yn, dst);
+  }
   if (device == Device::cuda) {
     device_synchronize(device);
     ybuf.copy_to_host(y.data(), y.size());

@@ -8,9 +8,8 @@
 // Parallelisation: one 64x64 output tile (pixels x channels) per block of 256 threads, each thread a 4x4
 // register block; the reduction runs in steps of kBlockK through shared memory, the input tile gathered
 // im2col-style on the fly. Bias and residual are applied in the store (residual may alias dst: each element
-// is read then written by the same thread). This kernel now runs f32 NHWC (and what the others reject):
-// f16/bf16 NHWC go to a tensor-core kernel's per-sample mode (cuda_igemm_wgmma on Hopper, else
-// cuda_igemm_mma), f32 NCHW to cuda_igemm_simt's; see cuda_conv2d_per_sample below.
+// is read then written by the same thread). Registered after the faster per-sample modes (cuda_igemm_wgmma,
+// cuda_igemm_mma for f16/bf16 NHWC, cuda_igemm_simt for f32 NCHW): it runs f32 NHWC and what they refuse.
 // measured (H200, 2026-11-29): fp32 NCHW, N 32, 64->64, 56x56, 3x3: 0.75 ms here, 0.38x cuDNN on the batch
 // folded into groups (0.29 ms); bf16 NHWC on cuda_igemm_wgmma 0.039 ms, 0.78x (docs/pytorch.md).
 #include <cuda_bf16.h>
@@ -19,11 +18,9 @@
 #include <cstdint>
 
 #include "common/activation.hpp"
-#include "core/per_sample_hooks.hpp"
+#include "core/registry.hpp"
 #include "cuda/common/check.cuh"
-#include "cuda/gemm/igemm_simt.hpp"
-#include "cuda/tc/igemm_mma.hpp"
-#include "cuda/tc/igemm_wgmma.hpp"
+#include "cuda/common/cuda_algorithm.hpp"
 
 namespace convkit::detail {
 namespace {
@@ -170,26 +167,8 @@ void launch(const Params& p, const TensorView& src, const TensorView& wei, const
   }
 }
 
-}  // namespace
-
-void cuda_conv2d_per_sample(const Conv2dProblem& pb, const TensorView& src, const TensorView& wei,
-                            const TensorView& dst, const Epilogue& epi, void* stream) {
-  // f16/bf16 NHWC: a tensor-core implicit GEMM in its per-sample mode (grid.z walks the samples): the
-  // Hopper kernel where it applies (compute capability 9.0, C/groups % 8 == 0, 16-byte aligned), else
-  // cuda_igemm_mma's (any C).
-  if (wgmma_per_sample_supported(pb, src, wei)) {
-    wgmma_per_sample(pb, src, wei, dst, epi, stream);
-    return;
-  }
-  if (mma_per_sample_supported(pb, src)) {
-    mma_per_sample(pb, src, wei, dst, epi, stream);
-    return;
-  }
-  // f32 NCHW: cuda_igemm_simt's per-sample mode (8x8 register tiles, double-buffered, float4 fragments).
-  if (simt_per_sample_supported(pb, src)) {
-    simt_per_sample(pb, src, wei, dst, epi, stream);
-    return;
-  }
+void run_per_sample(const Conv2dProblem& pb, const TensorView& src, const TensorView& wei, const TensorView& dst,
+                    const Epilogue& epi, void* stream) {
   Params p{};
   p.N = pb.n; p.C = pb.c; p.H = pb.h; p.W = pb.w; p.K = pb.k; p.R = pb.r; p.S = pb.s;
   p.P = pb.p(); p.Q = pb.q(); p.G = pb.groups; p.Cg = pb.c_per_group(); p.Kg = pb.k_per_group();
@@ -204,6 +183,40 @@ void cuda_conv2d_per_sample(const Conv2dProblem& pb, const TensorView& src, cons
     case DType::f16: launch<__half>(p, src, wei, dst, epi, s); break;
     case DType::bf16: launch<__nv_bfloat16>(p, src, wei, dst, epi, s); break;
   }
+}
+
+class CudaPerSample final : public CudaAlgorithm {
+ public:
+  std::string name() const override { return "cuda_per_sample"; }
+  std::string description() const override {
+    return "per-sample weights only (conv2d_per_sample): a plain 64x64-tile implicit GEMM per (sample, group), "
+           "any dtype, layout and alignment; what the faster per-sample modes refuse";
+  }
+  Support can_implement(const Conv2dProblem& p, const ConvConfig&) const override {
+    // (tf32 requests get strict fp32 products: more accurate than asked)
+    const int64_t blocks = p.n * p.groups * ((p.p() * p.q() + kBlockM - 1) / kBlockM) *
+                           ((p.k_per_group() + kBlockN - 1) / kBlockN);
+    if (blocks > 0x7fffffffLL) return Support::no("the problem needs more than 2^31-1 CUDA blocks.");
+    return Support::yes();
+  }
+  Support accepts(const Conv2dProblem&, const ConvConfig&, const Operands& ops) const override {
+    if (!ops.per_sample) return Support::no("it runs per-sample weights only (conv2d_per_sample).");
+    return Support::yes();
+  }
+  void run(const ConvCall& call) const override {
+    if (!call.per_sample) throw Error(StatusCode::unsupported, name() + " runs per-sample weights only.");
+    if (Support ok = can_implement(call.problem, call.config); !ok)
+      throw Error(StatusCode::unsupported, name() + " cannot run " + call.problem.to_string() + ": " + ok.reason);
+    check_residual_overlap(call.epilogue.residual, call.dst.data, call.dst.bytes());
+    run_per_sample(call.problem, call.src, call.wei, call.dst, call.epilogue, call.stream);
+  }
+};
+
+}  // namespace
+
+const Algorithm* make_cuda_per_sample() {
+  static CudaPerSample algo;
+  return &algo;
 }
 
 }  // namespace convkit::detail

@@ -28,7 +28,7 @@
 // Tiles: 128x128, 128x64, 64x128, 64x64; choose_plan() picks the tile and the split count with a wave
 // model fitted to the first H200 run (commented there). CONVKIT_IGEMM_TILE=128x64 and
 // CONVKIT_IGEMM_SPLITK=4 (1 = off) force a variant; detail() reports the choice.
-// Per-sample weights (conv2d_per_sample, f32 NCHW; simt_per_sample in igemm_simt.hpp): grid.z = N*groups
+// Per-sample weights (conv2d_per_sample, f32 NCHW; ConvCall::per_sample, run_per_sample): grid.z = N*groups
 // instead of groups*splits, grid.x walks one image's P*Q pixels, and the block reads its image's filter bank
 // (weight rows img*K..) and bias (img*K..); no split-K. Only m0 stays live across the k loop (the pixel
 // bounds are recomputed from blockIdx in the epilogue): the 128x128 tile spilled 24 bytes otherwise.
@@ -64,7 +64,6 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
 #include "cuda/common/epilogue.cuh"
-#include "cuda/gemm/igemm_simt.hpp"
 
 namespace convkit::detail {
 namespace {
@@ -536,6 +535,20 @@ IgemmArgs make_args(const Conv2dProblem& pb, const TensorView& src, const Tensor
   return a;
 }
 
+void run_per_sample(const Conv2dProblem& p, const TensorView& src, const TensorView& wei, const TensorView& dst,
+                    const Epilogue& e, void* stream) {
+  check_residual_overlap(e.residual, dst.data, dst.bytes());
+  IgemmArgs a = make_args(p, src, wei, dst, e);
+  const Plan plan = choose_plan(p, sm_count_of_current_device(), /*per_sample=*/true);
+  a.per_sample = true;
+  a.splits = 1;
+  a.slices_per_split = plan.slices_per_split;
+  const TileConfig& t = *plan.tile;
+  const dim3 grid(unsigned(ceil_div(a.PQ, t.bm)), unsigned(ceil_div(a.Ngemm, t.bn)), unsigned(p.n * p.groups));
+  t.launch(a, grid, as_stream(stream));
+  CK_LAUNCH("igemm_simt_kernel (per-sample)");
+}
+
 class CudaIgemmSimt final : public CudaAlgorithm {
  public:
   std::string name() const override { return "cuda_igemm_simt"; }
@@ -570,12 +583,28 @@ class CudaIgemmSimt final : public CudaAlgorithm {
     return d + ", " + std::to_string(plan.blocks) + " blocks on " + std::to_string(sms) + " SMs";
   }
 
+  // Per-sample weights (conv2d_per_sample): grid.z = N*groups, each block reads its sample's filter bank.
+  Support accepts(const Conv2dProblem& p, const ConvConfig&, const Operands& ops) const override {
+    if (!ops.per_sample) return Support::yes();
+    if (p.n * p.groups > 65535) return Support::no("per-sample weights: N*groups passes 65535 (grid.z).");
+    if (p.n * p.k > INT_MAX) return Support::no("per-sample weights: N*K passes 2^31 (32-bit filter row).");
+    return Support::yes();
+  }
+
   void run(const ConvCall& call) const override {
     const Conv2dProblem& pb = call.problem;
     if (Support ok = can_implement(pb, call.config); !ok)
       throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
     const Epilogue& e = call.epilogue;
     check_residual_overlap(e.residual, call.dst.data, call.dst.bytes());
+    if (call.per_sample) {
+      Operands ps;
+      ps.per_sample = true;
+      if (Support ok = accepts(pb, call.config, ps); !ok)
+        throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
+      run_per_sample(pb, call.src, call.wei, call.dst, e, call.stream);
+      return;
+    }
 
     IgemmArgs a = make_args(pb, call.src, call.wei, call.dst, e);
     const Plan plan = choose_plan(pb, sm_count_of_current_device());
@@ -606,26 +635,6 @@ class CudaIgemmSimt final : public CudaAlgorithm {
 const Algorithm* make_cuda_igemm_simt() {
   static CudaIgemmSimt algo;
   return &algo;
-}
-
-bool simt_per_sample_supported(const Conv2dProblem& p, const TensorView& src) {
-  if (src.device != Device::cuda || src.dtype != DType::f32 || src.layout != Layout::nchw) return false;
-  const ConvConfig cfg{DType::f32, Layout::nchw, Device::cuda, MathMode::strict};
-  return bool(make_cuda_igemm_simt()->can_implement(p, cfg)) && p.n * p.groups <= 65535 && p.n * p.k <= INT_MAX;
-}
-
-void simt_per_sample(const Conv2dProblem& p, const TensorView& src, const TensorView& wei, const TensorView& dst,
-                     const Epilogue& e, void* stream) {
-  check_residual_overlap(e.residual, dst.data, dst.bytes());
-  IgemmArgs a = make_args(p, src, wei, dst, e);
-  const Plan plan = choose_plan(p, sm_count_of_current_device(), /*per_sample=*/true);
-  a.per_sample = true;
-  a.splits = 1;
-  a.slices_per_split = plan.slices_per_split;
-  const TileConfig& t = *plan.tile;
-  const dim3 grid(unsigned(ceil_div(a.PQ, t.bm)), unsigned(ceil_div(a.Ngemm, t.bn)), unsigned(p.n * p.groups));
-  t.launch(a, grid, as_stream(stream));
-  CK_LAUNCH("igemm_simt_kernel (per-sample)");
 }
 
 }  // namespace convkit::detail

@@ -411,6 +411,13 @@ class CudaConvWgmmaHalo final : public CudaAlgorithm {
     if (!cuda_present()) return Support::yes();
     return require_sm90();
   }
+  // The TMA reads 16-byte-aligned tensors only (a view into a larger buffer may not be).
+  Support accepts(const Conv2dProblem&, const ConvConfig&, const Operands& ops) const override {
+    if (ops.per_sample) return Support::no("it has no per-sample-weights mode.");
+    if (ops.operand_align() < 16)
+      return Support::no("the TMA needs the input and the weight 16-byte aligned (" + ops.to_string() + ").");
+    return Support::yes();
+  }
   size_t workspace_bytes(const Conv2dProblem&, const ConvConfig&) const override { return 0; }
   std::string detail(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (!can_implement(p, cfg)) return {};
@@ -424,14 +431,8 @@ class CudaConvWgmmaHalo final : public CudaAlgorithm {
     const Conv2dProblem& pb = call.problem;
     if (Support ok = can_implement(pb, call.config); !ok)
       throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
-    if (reinterpret_cast<uintptr_t>(call.src.data) % 16 != 0 || reinterpret_cast<uintptr_t>(call.wei.data) % 16 != 0) {
-      // NOTE: the TMA reads 16-byte-aligned tensors only; a view off that boundary runs on cuda_igemm_mma's
-      // gather path (no workspace unsplit), as cuda_igemm_wgmma does.
-      ConvCall fallback = call;
-      fallback.variant = "128x128w8/k1";
-      make_cuda_igemm_mma()->run(fallback);
-      return;
-    }
+    if (Support ok = accepts(pb, call.config, Operands::of(call.src, call.wei, call.dst, call.epilogue)); !ok)
+      throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
     run_halo(pb, call.config.dtype, call.src, call.wei, call.dst, call.epilogue, as_stream(call.stream));
   }
 };

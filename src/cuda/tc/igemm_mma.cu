@@ -37,7 +37,6 @@
 // ResNet-50 geomean 0.50x (f16 0.48x, tf32 0.49x), 0.37x-0.59x per layer, the 3-channel stem 1.45x (0.158 vs
 // 0.229 ms); seed000 1.036 ms, 298 TFLOP/s (43% of cuBLAS bf16). ncu: latency-bound (0.30 IPC per scheduler,
 // no eligible warp 70% of cycles); each wave pays 9-19 us of fixed cost (docs/kernels.md).
-#include "cuda/tc/igemm_mma.hpp"
 
 #include <cuda_runtime.h>
 
@@ -473,38 +472,39 @@ class CudaIgemmMma final : public CudaAlgorithm {
     d += p.c_per_group() % ce == 0 ? ", aligned cp.async path" : ", general-C gather path";
     return d + ", " + std::to_string(plan.blocks) + " blocks on " + std::to_string(sm_count_of_current_device()) + " SMs";
   }
+  // Per-sample weights (conv2d_per_sample): grid.z walks the samples; f16/bf16 only (no tf32 mode there).
+  Support accepts(const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops) const override {
+    if (!ops.per_sample) return Support::yes();  // any alignment: the gather path takes misaligned views
+    if (cfg.dtype != DType::f16 && cfg.dtype != DType::bf16)
+      return Support::no("its per-sample-weights mode computes f16 and bf16 only.");
+    if (p.n * p.groups > 65535) return Support::no("per-sample weights: N*groups passes 65535 (grid.z).");
+    return Support::yes();
+  }
   void run(const ConvCall& call) const override {
     const Conv2dProblem& pb = call.problem;
     if (Support ok = can_implement(pb, call.config); !ok)
       throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
-    const Plan plan = plan_of(call.config.dtype, shape_of(pb, call.config.dtype, false), call.variant);
-    launch(pb, call.config.dtype, false, call.src, call.wei, call.dst, call.epilogue, plan, call.workspace,
-           call.workspace_bytes, as_stream(call.stream));
+    const DType dt = call.config.dtype;
+    if (call.per_sample) {
+      // NOTE: never split k here: the batch already gives N times the blocks of one image, and a per-sample
+      // call has no workspace.
+      Operands ps;
+      ps.per_sample = true;
+      if (Support ok = accepts(pb, call.config, ps); !ok)
+        throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
+      const Shape s = shape_of(pb, dt, true);
+      Plan plan = plan_of(dt, s, call.variant);
+      if (plan.splits > 1) plan = plan_of(dt, s, plan.tile->name() + "/k1");
+      launch(pb, dt, true, call.src, call.wei, call.dst, call.epilogue, plan, nullptr, 0, as_stream(call.stream));
+      return;
+    }
+    const Plan plan = plan_of(dt, shape_of(pb, dt, false), call.variant);
+    launch(pb, dt, false, call.src, call.wei, call.dst, call.epilogue, plan, call.workspace, call.workspace_bytes,
+           as_stream(call.stream));
   }
 };
 
 }  // namespace
-
-bool mma_per_sample_supported(const Conv2dProblem& p, const TensorView& src) {
-  if (src.device != Device::cuda || src.layout != Layout::nhwc) return false;
-  if (src.dtype != DType::f16 && src.dtype != DType::bf16) return false;
-  if (!limits(p)) return false;
-  if (p.n * p.groups > 65535) return false;
-  return true;
-}
-
-void mma_per_sample(const Conv2dProblem& p, const TensorView& src, const TensorView& wei, const TensorView& dst,
-                    const Epilogue& e, void* stream) {
-  // NOTE: never split k here: the batch already gives N times the blocks of one image, and a per-sample
-  // call has no workspace.
-  const Shape s = shape_of(p, src.dtype, true);
-  Plan plan = plan_of(src.dtype, s, "");
-  if (plan.splits > 1) {
-    const std::string no_split = plan.tile->name() + "/k1";
-    plan = plan_of(src.dtype, s, no_split);
-  }
-  launch(p, src.dtype, true, src, wei, dst, e, plan, nullptr, 0, as_stream(stream));
-}
 
 const Algorithm* make_cuda_igemm_mma() {
   static CudaIgemmMma algo;

@@ -102,7 +102,6 @@
 #include "cuda/common/cuda_algorithm.hpp"
 #include "cuda/tc/igemm_tc.cuh"
 #include "cuda/tc/splitk_reduce.cuh"
-#include "cuda/tc/igemm_wgmma.hpp"
 #include "cuda/tc/wgmma_common.cuh"
 
 namespace convkit::detail {
@@ -1026,6 +1025,27 @@ void* tf32_weights_of(void* workspace, const Plan& plan) {
 }
 
 
+// Per-sample weights (conv2d_per_sample): one launch over the batch, grid.z walks the samples, the weights'
+// tensor map spans all N*K filter rows.
+void run_per_sample(const Conv2dProblem& p, const TensorView& src, const TensorView& wei, const TensorView& dst,
+                    const Epilogue& e, void* stream) {
+  // NOTE: never split k here (as cuda_igemm_mma's per-sample mode): the batch already gives N times the
+  // blocks of one image, and a per-sample call has no workspace.
+  const DType dt = src.dtype;
+  const Shape s = shape_of(p, dt, true);
+  const bool ws = a_by_tma(p, dt);
+  Plan plan = plan_of(dt, s, ws, "");
+  if (plan.splits > 1) plan = plan_of(dt, s, ws, plan.tile->name() + "/k1");
+  check_residual_overlap(e.residual, dst.data, dst.bytes());
+  TcArgs a = make_tc_args(p, true, src, wei, dst, e, 1, plan.num_k_tiles, plan.num_k_tiles, nullptr,
+                          bke_of(int(dtype_size(dt))));
+  set_a_load(a, p, dt);
+  const Tile& t = *plan.tile;
+  const dim3 grid(unsigned(ceil_div(a.Mb, t.bm)), unsigned(ceil_div(a.Kpg, t.bn)), unsigned(int64_t(a.nb) * a.G));
+  t.launch(a, grid, as_stream(stream), true);
+  CK_LAUNCH("igemm_wgmma_kernel (per-sample)");
+}
+
 class CudaIgemmWgmma final : public CudaAlgorithm {
  public:
   std::string name() const override { return "cuda_igemm_wgmma"; }
@@ -1088,10 +1108,29 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
     if (cfg.dtype == DType::f32) d += ", weights rounded to tf32 first";
     return d + ", " + std::to_string(plan.blocks) + " blocks on " + std::to_string(sm_count_of_current_device()) + " SMs";
   }
+  // TMA and cp.async read whole 16-byte chunks: the input and the weight must start on a 16-byte boundary
+  // (a view into a larger buffer may not). Per-sample weights: f16/bf16, grid.z walks the samples.
+  Support accepts(const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops) const override {
+    if (ops.operand_align() < 16)
+      return Support::no("TMA and cp.async need the input and the weight 16-byte aligned (" + ops.to_string() +
+                         "); cuda_igemm_mma's gather path takes them.");
+    if (!ops.per_sample) return Support::yes();
+    if (cfg.dtype != DType::f16 && cfg.dtype != DType::bf16)
+      return Support::no("its per-sample-weights mode computes f16 and bf16 only.");
+    if (p.n * p.groups > 65535) return Support::no("per-sample weights: N*groups passes 65535 (grid.z).");
+    if (int64_t(p.n) * p.k > INT_MAX) return Support::no("per-sample weights: N*K passes 2^31 (the tensor map's row).");
+    return Support::yes();
+  }
   void run(const ConvCall& call) const override {
     const Conv2dProblem& pb = call.problem;
     if (Support ok = can_implement(pb, call.config); !ok)
       throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
+    if (Support ok = accepts(pb, call.config, Operands::of(call.src, call.wei, call.dst, call.epilogue, call.per_sample)); !ok)
+      throw Error(StatusCode::unsupported, name() + " cannot run " + pb.to_string() + ": " + ok.reason);
+    if (call.per_sample) {
+      run_per_sample(pb, call.src, call.wei, call.dst, call.epilogue, call.stream);
+      return;
+    }
     const DType dt = call.config.dtype;
     const Plan plan = plan_of(dt, shape_of(pb, dt, false), a_by_tma(pb, dt), call.variant);  // (an unknown variant throws here)
     check_residual_overlap(call.epilogue.residual, call.dst.data, call.dst.bytes());
@@ -1106,14 +1145,8 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
                             plan.tiles_per_split, plan.num_k_tiles, call.workspace, bke_of(int(dtype_size(dt))));
     set_a_load(a, pb, dt);
     const cudaStream_t stream = as_stream(call.stream);
-    if (!tc_operands_aligned(a, dt)) {
-      // NOTE: input or weights off a 16-byte boundary (a view into a larger buffer): cp.async needs whole
-      // aligned chunks, so cuda_igemm_mma's gather path computes it, unsplit (it needs no workspace then).
-      ConvCall fallback = call;
-      fallback.variant = "128x128w8/k1";
-      make_cuda_igemm_mma()->run(fallback);
-      return;
-    }
+    if (!tc_operands_aligned(a, dt))  // (accepts() refuses these; the planner then takes cuda_igemm_mma)
+      throw Error(StatusCode::unsupported, name() + ": the input and the weight must be 16-byte aligned.");
     if (dt == DType::f32) {
       // tf32: the weights rounded to tf32 once, into the workspace after the partials (the kernel rounds
       // the activations itself, stage by stage in shared memory).
@@ -1145,34 +1178,6 @@ class CudaIgemmWgmma final : public CudaAlgorithm {
 };
 
 }  // namespace
-
-bool wgmma_per_sample_supported(const Conv2dProblem& p, const TensorView& src, const TensorView& wei) {
-  if (src.device != Device::cuda || src.layout != Layout::nhwc) return false;
-  if (src.dtype != DType::f16 && src.dtype != DType::bf16) return false;
-  if (p.c_per_group() % 8 != 0 || !tc_limits(p) || p.n * p.groups > 65535) return false;
-  if (reinterpret_cast<uintptr_t>(src.data) % 16 != 0 || reinterpret_cast<uintptr_t>(wei.data) % 16 != 0) return false;
-  if (int64_t(p.n) * p.k > INT_MAX) return false;  // the tensor map's row coordinate
-  return bool(require_sm90());
-}
-
-void wgmma_per_sample(const Conv2dProblem& p, const TensorView& src, const TensorView& wei, const TensorView& dst,
-                      const Epilogue& e, void* stream) {
-  // NOTE: never split k here (as cuda_igemm_mma's per-sample mode): the batch already gives N times the
-  // blocks of one image, and a per-sample call has no workspace.
-  const DType dt = src.dtype;
-  const Shape s = shape_of(p, dt, true);
-  const bool ws = a_by_tma(p, dt);
-  Plan plan = plan_of(dt, s, ws, "");
-  if (plan.splits > 1) plan = plan_of(dt, s, ws, plan.tile->name() + "/k1");
-  check_residual_overlap(e.residual, dst.data, dst.bytes());
-  TcArgs a = make_tc_args(p, true, src, wei, dst, e, 1, plan.num_k_tiles, plan.num_k_tiles, nullptr,
-                          bke_of(int(dtype_size(dt))));
-  set_a_load(a, p, dt);
-  const Tile& t = *plan.tile;
-  const dim3 grid(unsigned(ceil_div(a.Mb, t.bm)), unsigned(ceil_div(a.Kpg, t.bn)), unsigned(int64_t(a.nb) * a.G));
-  t.launch(a, grid, as_stream(stream), true);
-  CK_LAUNCH("igemm_wgmma_kernel (per-sample)");
-}
 
 const Algorithm* make_cuda_igemm_wgmma() {
   static CudaIgemmWgmma algo;

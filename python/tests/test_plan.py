@@ -1,0 +1,96 @@
+"""`convkit plan` (the CLI) and convkit.plan (Python) are one planner: they give the same plan (algorithm, variant,
+layout, workspace, source and every algorithm's verdict) for every problem of bench/shapes/edge.txt, in every
+dtype and layout, on every device here. The CLI is found through $CONVKIT_CLI (scripts/test.sh and
+scripts/gpu_check.sh set it) or in build/tools/convkit.
+"""
+import os
+import pathlib
+import subprocess
+
+import pytest
+import torch
+
+import convkit
+from convkit import _C
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def cli_path():
+    for p in (os.environ.get("CONVKIT_CLI"), ROOT / "build" / "tools" / "convkit"):
+        if p and pathlib.Path(p).is_file() and os.access(p, os.X_OK):
+            return str(p)
+    return None
+
+
+def edge_problems():
+    out = []
+    for line in (ROOT / "bench" / "shapes" / "edge.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, spec = line.split()[:2]
+            out.append((name, spec))
+    return out
+
+
+def cli_plan(cli, spec, dtype, layout, device, algo="auto"):
+    r = subprocess.run([cli, "plan", "--problem", spec, "--dtype", dtype, "--layout", layout, "--device", device,
+                        "--algo", algo], capture_output=True, text=True, timeout=60)
+    assert r.returncode in (0, 2), r.stderr
+    fields, verdicts, listing = {}, [], False
+    for line in r.stdout.splitlines():
+        if line.startswith("every "):
+            listing = True
+        elif listing and line.startswith("  "):
+            name, answer = line.strip().split(None, 1)
+            verdicts.append((name, answer.replace("  <- chosen", "")))
+        elif not listing and line[:10].strip():
+            fields[line[:10].strip()] = line[10:]
+    return r.returncode, fields, verdicts
+
+
+@pytest.mark.skipif(cli_path() is None, reason="the convkit CLI is not built here (set CONVKIT_CLI)")
+@pytest.mark.parametrize("device", DEVICES)
+def test_cli_and_python_plan_agree_on_the_edge_suite(device):
+    cli = cli_path()
+    dtypes = ["f32", "tf32", "f16", "bf16"] if device == "cuda" else ["f32"]
+    checked = 0
+    for _, spec in edge_problems():
+        for dtype in dtypes:
+            for layout in ("nchw", "nhwc"):
+                dt = "f32" if dtype == "tf32" else dtype
+                algo = "auto/tf32" if dtype == "tf32" else "auto"
+                code, f, verdicts = cli_plan(cli, spec, dtype, layout, device)
+                try:
+                    alg, lay, variant, source, ws, py_verdicts = _C.plan(spec, dt, layout, device, algo)
+                except NotImplementedError:
+                    assert code == 2 and f["algorithm"].startswith("none"), (spec, dtype, layout, f)
+                    continue
+                where = f"{spec} {dtype} {layout} {device}"
+                assert code == 0, where
+                assert f["algorithm"] == alg, where
+                cli_variant = f["variant"]
+                if cli_variant == "-" or cli_variant.endswith("(its own choice)"):
+                    cli_variant = ""
+                assert cli_variant == variant, where
+                assert f["layout"].split()[0] == lay, where
+                assert f["workspace"] == f"{ws} bytes", where
+                assert f["source"] == source, where
+                assert verdicts == [tuple(v) for v in py_verdicts], where
+                checked += 1
+    assert checked > 0
+
+
+def test_plan_reports_workspace_and_every_verdict():
+    x = torch.randn(2, 4, 9, 9)
+    w = torch.randn(6, 4, 3, 3)
+    p = convkit.plan(x, w, padding=1)
+    assert p.source == "heuristic"
+    assert p.workspace_bytes >= 0
+    names = [name for name, _ in p.verdicts]
+    assert p.algorithm in names and "cpu_ref" in names
+    assert dict(p.verdicts)[p.algorithm] == "chosen"
+    assert dict(p.verdicts)["cpu_per_sample"].startswith("rejected: it runs per-sample weights only")
+    for name, answer in p.verdicts:
+        assert answer, name
