@@ -243,6 +243,28 @@ TEST_F(Cli, RunMatchesTheReference) {
   }
 }
 
+// The planner picks the layout for `convkit run` too: NCHW files in bf16 on a GPU run a tensor-core kernel
+// (through layout transforms), not the reference, and match the reference within bf16's bound.
+TEST_F(Cli, RunBf16OnCudaTakesATensorCoreKernel) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  const Conv2dProblem p = Conv2dProblem::parse("n2c16h12w12k32r3s3p1");
+  const RunFiles f = write_run_files([&](const std::string& n) { return path(n); }, p, true, true,
+                                     Activation::relu, 23);
+  const std::string args = "run " + f.args + " --output y.npy --padding 1 --activation relu --dtype bf16 --device cuda";
+  const Result r = cli(args, "CONVKIT_LOG=dispatch");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("bf16/nhwc/cuda -> cuda_igemm_"), std::string::npos) << r.err;
+  std::vector<int64_t> shape;
+  std::vector<float> y;
+  std::string err;
+  ASSERT_TRUE(ckt::read_npy_f32(path("y.npy"), &shape, &y, &err)) << err;
+  const std::vector<double> ref = ckt::reference(f.c).memory_order();
+  ASSERT_EQ(y.size(), ref.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < y.size(); ++i) num += (y[i] - ref[i]) * (y[i] - ref[i]), den += ref[i] * ref[i];
+  EXPECT_LT(std::sqrt(num / den), 1e-2) << "rel L2 against the fp32 reference";
+}
+
 // ---- convkit run error paths --------------------------------------------------------------------
 
 TEST_F(Cli, RunErrorsExitTwoAndLeaveNoOutput) {

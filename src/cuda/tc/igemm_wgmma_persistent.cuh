@@ -1,0 +1,244 @@
+// igemm_wgmma_persistent.cuh: the persistent kernel of cuda_igemm_wgmma: what it adds over the warp-specialized kernel is one
+// block per SM walking the output tiles, the output (and residual) through shared memory by TMA, so that a
+// tile's epilogue overlaps the next tile's loads.
+// Included once, by igemm_wgmma.cu, whose translation unit is built for sm_90a only; that file has the tiles,
+// the plans and the launch table.
+#pragma once
+
+#include "cuda/tc/igemm_tc.cuh"
+#include "cuda/tc/wgmma_common.cuh"
+
+namespace convkit::detail {
+namespace {
+
+// ---- the persistent kernel (activations and output by TMA) ------------------------------------------------
+// What it adds to the warp-specialized kernel (one idea: a tile's epilogue overlapped with the next tile's
+// loads and multiplies): one block per SM walks the output tiles (tile t = blockIdx.x, + gridDim.x, ...; n
+// fastest, so that neighbouring blocks read the same activation rows while they are in L2); its producer
+// thread keeps loading stages across the tiles' boundaries, and each consumer warpgroup writes its 64 rows
+// of a finished tile into a staging buffer of shared memory, in the output tensor map's 128-byte swizzle (a
+// warp's 32-bit writes fall on 32 banks), whence one of its threads stores them by TMA; the warpgroup goes
+// straight on to the next tile, whose first stages have arrived meanwhile. Each warpgroup has two staging
+// buffers, used by alternate tiles: a buffer is written again once the store from it two tiles before has
+// read it (bulk wait_group.read 1, at the tile's start: in practice long done).
+// Why: the 1x1 layers that widen the channels are output-bound (1x1 64->256 at 56x56 writes 4x what it
+// reads), and the other kernels' blocks each stop for their epilogue's stores: 0.52x cuDNN there.
+// Scope: 16-bit types, one group, no split-K (the planner offers its tiles only then); per-sample weights
+// too (the tiles of image b after those of image b-1; the output map is 3-D, [N][P*Q][K], so that a tile's
+// rows past its image are clipped). Epilogues (out_mode, chosen per launch: persistent_out_mode):
+//  - 1, by TMA: alpha * conv (+ bias), none or relu;
+//  - 2, by TMA with the residual: as 1, + beta * residual, the residual tile loaded by TMA into the staging
+//    buffer at the tile's start (one thread; an mbarrier per buffer), read and overwritten in place by the
+//    threads (each reads before it writes the same elements: residual may be dst), stored from there;
+//  - 0, the general epilogue (the other activations; an output or residual the tensor maps cannot describe:
+//    not 16-byte aligned, K % 8 != 0): fp32 staged in the warpgroup's staging area, stored by the threads
+//    (store_output_tile), as the other kernels do.
+template <int BN>
+constexpr int persistent_staging_bytes() {  // one consumer warpgroup's: 64 rows
+  return std::max(2 * 64 * BN * 2, 64 * (BN + 8) * 4);  // two 16-bit buffers, or the general epilogue's fp32 rows
+}
+template <int BM, int BN, int ST>
+constexpr int persistent_smem_bytes() {  // + full, empty and (two per warpgroup) residual mbarriers
+  return ST * (BM + BN) * kRowBytes + BM / 64 * persistent_staging_bytes<BN>() + (2 * ST + BM / 32) * 8 + kAtomBytes;
+}
+
+template <typename T, int BM, int BN, int kStages>
+__global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
+    igemm_wgmma_persistent_kernel(const TcArgs a, const __grid_constant__ CUtensorMap wmap,
+                                  const __grid_constant__ CUtensorMap amap, const __grid_constant__ CUtensorMap omap,
+                                  const __grid_constant__ CUtensorMap rmap, const int out_mode) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(sizeof(T) == 2, "16-bit types (the TMA store's boxes are 64 elements of 128 bytes)");
+  static_assert(BN == 64 || BN == 128, "one wgmma n block");
+  constexpr int kThreads = BM / 64 * 128;  // the consumers; the producer warpgroup is tid kThreads..+127
+  constexpr int kConsumerWarps = kThreads / 32;
+  constexpr int kBke = bke_of(2);
+  constexpr int kAStage = BM * kRowBytes, kStageBytes = (BM + BN) * kRowBytes;
+  constexpr int kStaging = persistent_staging_bytes<BN>();
+  constexpr int kBox = 64 * 128;  // one TMA store box: 64 rows x 64 16-bit columns
+  constexpr int kBuf = BN / 64 * kBox;  // one staging buffer: 64 rows x BN
+  static_assert(kStaging % kAtomBytes == 0 && 2 * kBuf <= kStaging, "two buffers per staging area, atom-aligned");
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  const uint32_t pad = (kAtomBytes - (raw & (kAtomBytes - 1))) & (kAtomBytes - 1);
+  const uint32_t smem_base = raw + pad;
+  unsigned char* smem = smem_raw + pad;
+  const uint32_t staging = smem_base + kStages * kStageBytes;
+  const uint32_t full = staging + BM / 64 * kStaging, empty = full + 8 * kStages;
+  const uint32_t res_full = empty + 8 * kStages;  // warpgroup w, buffer u: res_full + 8 * (2w + u)
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int tiles_n = (a.Kpg + BN - 1) / BN;
+  const int64_t tiles_b = (a.Mb + BM - 1) / BM * tiles_n;  // per batch entry
+  const int64_t num_tiles = tiles_b * a.nb;                // (the host launches at most this many blocks)
+  const int nk = a.num_k_tiles;
+  // Tile t: batch entry b (per-sample weights; else 0), rows m_block.., columns n_block.. (n fastest).
+  auto tile_at = [&](int64_t t, int& b, int64_t& m_block, int& n_block) {
+    b = int(t / tiles_b);
+    const int64_t r = t - int64_t(b) * tiles_b;
+    m_block = r / tiles_n * BM;
+    n_block = int(r % tiles_n) * BN;
+  };
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, kConsumerWarps);
+    }
+    for (int s = 0; s < BM / 32; ++s) mbar_init(res_full + 8 * s, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  // The slots are used in turn across tiles: (slot, phase) counts the uses, phase = the round's parity.
+  int slot = 0;
+  uint32_t phase = 0;
+  auto next_slot = [&] {
+    slot = slot + 1 == kStages ? 0 : slot + 1;
+    phase ^= slot == 0 ? 1u : 0u;
+  };
+
+  if (tid >= kThreads) {
+    // ---- the producer: one thread issues every load of every tile.
+    if (tid != kThreads) return;
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&amap)) : "memory");
+    bool wrapped = false;  // every slot used once: from then on a slot is refilled after its release
+    for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+      int b, n_block;
+      int64_t m_block;
+      tile_at(t, b, m_block, n_block);
+      const int b_row0 = b * a.K + n_block;  // (b > 0 only with per-sample weights: the map spans N*K rows)
+      const int64_t a_row0 = int64_t(b) * a.Mb + m_block;
+      TapWalk tw;
+      tw.start(a, 0);
+      int i2c_w = 0, i2c_h = 0, i2c_n = 0;
+      if (a.a_im2col) im2col_origin(a, a_row0, i2c_w, i2c_h, i2c_n);
+      for (int kt = 0; kt < nk; ++kt) {
+        if (wrapped) mbar_wait(empty + 8 * slot, phase ^ 1u);
+        const uint32_t sA = smem_base + slot * kStageBytes, bar = full + 8 * slot;
+        mbar_arrive_expect_tx(bar, uint32_t(kStageBytes));
+        tma_load_2d(sA + kAStage, &wmap, kt * kBke, b_row0, bar);
+        if (a.a_im2col) {
+          tma_load_im2col(sA, &amap, tw.c, i2c_w, i2c_h, i2c_n, uint16_t(tw.s * a.dil_w), uint16_t(tw.r * a.dil_h),
+                          bar);
+          tw.advance(a, kBke);
+        } else {
+          tma_load_2d(sA, &amap, kt * kBke, int(a_row0), bar);  // (a matrix of < 2^31 rows: a_load_of)
+        }
+        next_slot();
+        wrapped = wrapped || slot == 0;
+      }
+    }
+    return;
+  }
+
+  // ---- the consumers.
+  const int lt = tid & 127;  // the thread's place in its warpgroup
+  const int wq = lt >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const uint32_t a_wg = uint32_t(wg) * 64 * kRowBytes;
+  const uint32_t area = staging + uint32_t(wg) * kStaging;  // this warpgroup's staging area
+  const T* bias = static_cast<const T*>(a.bias);
+  const bool relu = a.act == Activation::relu;
+  int tl = 0;  // the block's tiles so far: buffer tl & 1, its residual barrier's parity (tl >> 1) & 1
+  for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x, ++tl) {
+    int b, n_block;
+    int64_t m_block;
+    tile_at(t, b, m_block, n_block);
+    const uint32_t buf = area + uint32_t(tl & 1) * kBuf, rbar = res_full + 8 * uint32_t(2 * wg + (tl & 1));
+    const int row0 = int(m_block) + wg * 64;  // (out_mode > 0: Mb < 2^31)
+    if (out_mode > 0 && lt == 0) {
+      bulk_wait_read<1>();  // the store from this buffer (two tiles ago) has read it
+      if (out_mode == 2) {
+        mbar_arrive_expect_tx(rbar, uint32_t(kBuf));
+#pragma unroll
+        for (int box = 0; box < BN / 64; ++box) tma_load_3d(buf + box * kBox, &rmap, n_block + box * 64, row0, b, rbar);
+      }
+    }
+    float acc[1][BN / 2];
+#pragma unroll
+    for (int e = 0; e < BN / 2; ++e) acc[0][e] = 0.0f;
+    int kt = 0, prev = 0;
+    do {  // (nk >= 1; a do-while, as in the warp-specialized kernel)
+      const uint32_t sA = smem_base + slot * kStageBytes;
+      mbar_wait(full + 8 * slot, phase);
+      multiply_stage<T, BN, 1>(acc, smem_desc(sA + a_wg), smem_desc(sA + kAStage));
+      mbar_arrive_if(empty + 8 * prev, kt > 0 && lane == 0);  // (the stage before has retired)
+      prev = slot;
+      next_slot();
+    } while (++kt < nk);
+    wgmma_wait<0>();
+    fence_accumulators(acc[0]);
+    mbar_arrive_if(empty + 8 * prev, lane == 0);
+
+    if (out_mode > 0) {
+      if (out_mode == 2)
+        mbar_wait(rbar, uint32_t(tl >> 1) & 1);  // the residual tile is in the buffer
+      else
+        named_barrier(1 + wg, 128);  // (thread 0's wait above covers the whole warpgroup)
+      // NOTE: at k = 64 (1x1 64->256) these instructions are most of a tile's and set its pace: everything
+      // that does not change per pair outside the pair loop (alpha, the bias row, the addresses), one load
+      // per bias pair, one conversion per output pair, a swizzled address by one XOR.
+      if (a.alpha != 1.0f) {
+#pragma unroll
+        for (int e = 0; e < BN / 2; ++e) acc[0][e] *= a.alpha;  // (apply_epilogue: alpha * conv, then the rest)
+      }
+      // Row r of a box is 128 bytes, its chunk c at ((c ^ r % 8) << 4): this thread's chunk address is
+      // row_addr ^ (c << 4), row_addr holding r % 8 = gq in bits 4-6 and the thread's column pair in bits 2-3.
+      const uint32_t row_addr = buf + uint32_t(wq * 16 + gq) * kRowBytes + uint32_t(gq << 4) + uint32_t(tq * 4);
+      const T* bias_row = bias == nullptr ? nullptr : bias + int64_t(b) * a.bias_b_stride + n_block + tq * 2;
+      auto write_tile = [&](auto with_residual) {
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          float2 bj = make_float2(0.0f, 0.0f);  // (K % 8 == 0: a pair lies inside K or past it)
+          if (bias_row != nullptr && n_block + j * 8 < a.Kpg)
+            bj = unpack2<T>(*reinterpret_cast<const uint32_t*>(bias_row + j * 8));
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t addr =
+                ((row_addr + uint32_t(h * 8 * kRowBytes)) ^ uint32_t((j % 8) << 4)) + uint32_t(j / 8 * kBox);
+            float y0 = acc[0][4 * j + 2 * h] + bj.x, y1 = acc[0][4 * j + 2 * h + 1] + bj.y;
+            if constexpr (decltype(with_residual)::value) {  // (read before this thread writes the same pair)
+              const float2 r = unpack2<T>(lds32(addr));
+              y0 += a.beta * r.x, y1 += a.beta * r.y;
+            }
+            if (relu) y0 = fmaxf(y0, 0.0f), y1 = fmaxf(y1, 0.0f);
+            sts32(addr, pack2<T>(y0, y1));
+          }
+        }
+      };
+      if (out_mode == 2)
+        write_tile(std::true_type{});
+      else
+        write_tile(std::false_type{});
+      fence_proxy_async();  // (the writes, visible to the TMA)
+      named_barrier(1 + wg, 128);
+      if (lt == 0) {
+#pragma unroll
+        for (int box = 0; box < BN / 64; ++box)
+          if (n_block + box * 64 < a.K) tma_store_3d(&omap, buf + box * kBox, n_block + box * 64, row0, b);
+        bulk_commit();
+      }
+    } else {
+      constexpr int CS = BN + 8;  // (as wgmma_epilogue's general form)
+      float* ctile = reinterpret_cast<float*>(smem + (area - smem_base));
+      named_barrier(1 + wg, 128);  // (every thread of the warpgroup is done with the last tile's)
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int col = j * 8 + tq * 2, r = wq * 16 + gq;
+        *reinterpret_cast<float2*>(&ctile[r * CS + col]) = make_float2(acc[0][4 * j], acc[0][4 * j + 1]);
+        *reinterpret_cast<float2*>(&ctile[(r + 8) * CS + col]) = make_float2(acc[0][4 * j + 2], acc[0][4 * j + 3]);
+      }
+      named_barrier(1 + wg, 128);
+      store_output_tile<T, 64, BN, 128>(a, ctile, CS, m_block + wg * 64, n_block, b, 0, 0, lt, false);
+    }
+  }
+  if (out_mode > 0 && lt == 0) bulk_wait_all<0>();  // (the last stores complete before the block retires)
+#else
+  __trap();
+#endif
+}
+
+}  // namespace
+}  // namespace convkit::detail

@@ -1,0 +1,235 @@
+// The planner (convkit/plan.hpp): plan() is pure and agrees with what runs; execute() logs what it runs;
+// the operands reach the registry (alignment, per-sample weights) and an algorithm that refuses them is
+// skipped with its reason, never run behind the log's back; the layout policy (PlanOptions::any_layout).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "convkit/per_sample.hpp"
+#include "core/tune.hpp"
+#include "test_util.hpp"
+
+using namespace convkit;
+using ckt::HostTensor;
+
+namespace {
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Sets an environment variable for the scope, restoring it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+const PlanVerdict* verdict_of(const Plan& pl, const std::string& name) {
+  for (const PlanVerdict& v : pl.verdicts)
+    if (v.algorithm == name) return &v;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(Planner, OperandsAlignment) {
+  EXPECT_EQ(Operands::alignment_of(reinterpret_cast<void*>(0x1000)), 256u);
+  EXPECT_EQ(Operands::alignment_of(reinterpret_cast<void*>(0x1002)), 2u);
+  EXPECT_EQ(Operands::alignment_of(reinterpret_cast<void*>(0x1010)), 16u);
+  EXPECT_EQ(Operands::alignment_of(nullptr), 256u);
+  Operands o;
+  EXPECT_EQ(o.to_string(), "aligned");
+  o.src_align = 4;
+  o.per_sample = true;
+  EXPECT_EQ(o.to_string(), "input 4-byte aligned, per-sample weights");
+  EXPECT_EQ(o.operand_align(), 4u);
+}
+
+TEST(Planner, PlanIsPureAndExecuteLogsOnce) {
+  ScopedEnv cache("CONVKIT_TUNE_CACHE", "off");
+  ScopedEnv log("CONVKIT_LOG", "dispatch");
+  const Conv2dProblem p = Conv2dProblem::parse("n1c3h11w13k6r3s3p1u2");  // used by no other test
+  const ConvConfig cfg{};
+  HostTensor x(DType::f32, Layout::nchw, input_dims(p)), w(DType::f32, Layout::nchw, weight_dims(p)),
+      y(DType::f32, Layout::nchw, output_dims(p));
+  testing::internal::CaptureStderr();
+  const Plan pl = plan(p, cfg, Operands::of(x.view(), w.view(), y.view(), {}));
+  const std::string quiet = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(quiet, "") << "plan() printed";
+  ASSERT_NE(pl.algorithm, nullptr);
+  EXPECT_EQ(pl.source, "heuristic");
+  EXPECT_FALSE(pl.transforms());
+  EXPECT_EQ(pl.algorithm, &select(p, cfg));
+  EXPECT_EQ(pl.workspace_bytes, pl.algorithm->workspace_bytes(p, cfg));
+  size_t cpu = 0;
+  for (const Algorithm* a : algorithms()) cpu += a->device() == Device::cpu;
+  EXPECT_EQ(pl.verdicts.size(), cpu) << "one verdict per algorithm of the device";
+  ASSERT_NE(verdict_of(pl, pl.algorithm->name()), nullptr);
+  EXPECT_EQ(verdict_of(pl, pl.algorithm->name())->answer, "chosen");
+  testing::internal::CaptureStderr();
+  execute(pl, p, x.view(), w.view(), y.view());
+  execute(pl, p, x.view(), w.view(), y.view());
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count_of(err, "[convkit dispatch]"), 1u) << err;
+  EXPECT_NE(err.find("-> " + pl.algorithm->name()), std::string::npos) << err;
+}
+
+TEST(Planner, NamedAlgorithmThatRefusesTheOperandsIsAnError) {
+  const Conv2dProblem p = Conv2dProblem::parse("n1c4h6w6k4r3s3p1");
+  HostTensor x(DType::f32, Layout::nchw, input_dims(p)), w(DType::f32, Layout::nchw, weight_dims(p)),
+      y(DType::f32, Layout::nchw, output_dims(p));
+  RunOptions o;
+  o.algo = "cpu_per_sample";
+  try {
+    conv2d(p, x.view(), w.view(), y.view(), {}, o);
+    FAIL() << "cpu_per_sample ran a convolution with shared weights";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("per-sample weights only"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Planner, UnknownAlgorithmAndVariantRules) {
+  const Conv2dProblem p = Conv2dProblem::parse("n1c4h6w6k4r3s3p1");
+  PlanOptions o;
+  o.algo = "nope";
+  try {
+    plan(p, ConvConfig{}, {}, o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::invalid_problem);
+  }
+  o.algo = "auto";
+  o.variant = "x";
+  try {
+    plan(p, ConvConfig{}, {}, o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::invalid_problem);
+    EXPECT_NE(std::string(e.what()).find("needs a named algorithm"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Planner, PerSampleIsARequestPropertyTunedAndCached) {
+  const std::string dir = testing::TempDir() + "/convkit_planner_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  ScopedEnv cache("CONVKIT_TUNE_CACHE", (dir + "/cache.txt").c_str());
+  const Conv2dProblem p = Conv2dProblem::parse("n2c4h7w7k5r3s3p1");
+  Operands ops;
+  ops.per_sample = true;
+  const Plan pl = plan(p, ConvConfig{}, ops);
+  ASSERT_NE(pl.algorithm, nullptr);
+  EXPECT_EQ(pl.algorithm->name(), "cpu_per_sample");
+  EXPECT_NE(verdict_of(pl, "cpu_ref")->answer.find("it has no per-sample-weights mode."), std::string::npos);
+  EXPECT_EQ(verdict_of(pl, "cpu_direct")->answer, "rejected: it has no per-sample-weights mode.");
+  // autotune: an entry of its own ("nchw+per_sample"), which a plain request does not see.
+  HostTensor x(DType::f32, Layout::nchw, input_dims(p)), w(DType::f32, Layout::nchw, per_sample_weight_dims(p)),
+      y(DType::f32, Layout::nchw, output_dims(p));
+  RunOptions o;
+  o.algo = "autotune";
+  conv2d_per_sample(p, x.view(), w.view(), y.view(), {}, o);
+  const Plan again = plan(p, ConvConfig{}, ops);
+  EXPECT_EQ(again.source, "tune cache");
+  EXPECT_EQ(again.algorithm->name(), "cpu_per_sample");
+  EXPECT_EQ(plan(p, ConvConfig{}).source, "heuristic");
+  bool found = false;
+  for (const auto& e : detail::tune_cache()->entries()) found = found || e.key.layout == "nchw+per_sample";
+  EXPECT_TRUE(found);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Planner, LayoutIsFixedOnTheCpu) {
+  PlanOptions o;
+  o.any_layout = true;
+  for (Layout l : {Layout::nchw, Layout::nhwc}) {
+    const Plan pl = plan(Conv2dProblem::parse("n1c8h9w9k8r3s3p1"), ConvConfig{DType::f32, l, Device::cpu,
+                                                                               MathMode::strict}, {}, o);
+    EXPECT_EQ(pl.config.layout, l);
+    EXPECT_FALSE(pl.transforms());
+  }
+}
+
+// ---- on the GPU --------------------------------------------------------------------------------------
+
+TEST(PlannerGpu, Bf16NchwIsComputedInNhwcOnATensorCoreKernel) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  PlanOptions o;
+  o.any_layout = true;
+  const Plan pl = plan(Conv2dProblem::parse("n2c64h14w14k64r3s3p1"),
+                       ConvConfig{DType::bf16, Layout::nchw, Device::cuda, MathMode::strict}, {}, o);
+  EXPECT_TRUE(pl.transforms());
+  EXPECT_EQ(pl.config.layout, Layout::nhwc);
+  ASSERT_NE(pl.algorithm, nullptr);
+  EXPECT_EQ(pl.algorithm->name().rfind("cuda_igemm_", 0), 0u) << pl.algorithm->name();
+  // Without any_layout the request's layout stands (and a slower kernel takes it).
+  const Plan fixed = plan(Conv2dProblem::parse("n2c64h14w14k64r3s3p1"),
+                          ConvConfig{DType::bf16, Layout::nchw, Device::cuda, MathMode::strict});
+  EXPECT_FALSE(fixed.transforms());
+}
+
+TEST(PlannerGpu, MisalignedOperandsGoToAnAlgorithmThatTakesThem) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  const Algorithm* wgmma = find_algorithm("cuda_igemm_wgmma");
+  const Conv2dProblem p = Conv2dProblem::parse("n2c64h10w10k64r3s3p1");
+  const ConvConfig cfg{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
+  if (!wgmma || !wgmma->available() || !wgmma->can_implement(p, cfg)) GTEST_SKIP() << "no Hopper kernel here";
+  ckt::EpilogueSpec spec;
+  const ckt::Case c = ckt::make_case(p, cfg, spec, 7, ckt::Fill::small_ints);
+  const size_t off = 2;  // one bf16 element: off every 16-byte boundary
+  Buffer xs(Device::cuda, c.src.bytes.size() + off), ws(Device::cuda, c.wei.bytes.size() + off),
+      ys(Device::cuda, size_t(p.output_elems()) * dtype_size(cfg.dtype) + off);
+  std::vector<unsigned char> hx(off, 0), hw(off, 0);
+  hx.insert(hx.end(), c.src.bytes.begin(), c.src.bytes.end());
+  hw.insert(hw.end(), c.wei.bytes.begin(), c.wei.bytes.end());
+  xs.copy_from_host(hx.data(), hx.size());
+  ws.copy_from_host(hw.data(), hw.size());
+  auto at = [&](const Buffer& b) { return static_cast<unsigned char*>(b.data()) + off; };
+  const TensorView x{at(xs), cfg.dtype, cfg.layout, cfg.device, input_dims(p)};
+  const TensorView w{at(ws), cfg.dtype, cfg.layout, cfg.device, weight_dims(p)};
+  const TensorView y{at(ys), cfg.dtype, cfg.layout, cfg.device, output_dims(p)};
+  const Plan pl = plan(p, cfg, Operands::of(x, w, y, {}));
+  ASSERT_NE(pl.algorithm, nullptr);
+  EXPECT_NE(pl.algorithm, wgmma);
+  ASSERT_NE(verdict_of(pl, "cuda_igemm_wgmma"), nullptr);
+  EXPECT_NE(verdict_of(pl, "cuda_igemm_wgmma")->answer.find("16-byte aligned"), std::string::npos)
+      << verdict_of(pl, "cuda_igemm_wgmma")->answer;
+  execute(pl, p, x, w, y);
+  device_synchronize(Device::cuda);
+  HostTensor out(cfg.dtype, cfg.layout, output_dims(p));
+  std::vector<unsigned char> back(out.bytes.size() + off);
+  ys.copy_to_host(back.data(), back.size());
+  std::copy(back.begin() + off, back.end(), out.bytes.begin());
+  const auto ref = ckt::reference(c).memory_order();
+  const auto v = ckt::check_output(*pl.algorithm, c, out, ref, 1e-2, true);
+  EXPECT_TRUE(v.ok) << v.message;
+  // Named, it refuses with the reason instead of running another kernel.
+  RunOptions named;
+  named.algo = "cuda_igemm_wgmma";
+  try {
+    conv2d(p, x, w, y, {}, named);
+    FAIL() << "cuda_igemm_wgmma ran misaligned operands";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("16-byte aligned"), std::string::npos) << e.what();
+  }
+}
