@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "core/overrides.hpp"
 #include "common/activation.hpp"
 #include "core/registry.hpp"
 #include "cpu/openblas_common.hpp"
@@ -143,7 +144,7 @@ size_t workspace_of(const Conv2dProblem& p) {
 // as CONVKIT_WGMMA_VARIANT does for cuda_igemm_wgmma); other values are ignored.
 bool own_choice_is_f4(const Conv2dProblem& p) {
   static const int forced = [] {
-    const char* e = std::getenv("CONVKIT_WINOGRAD_VARIANT");
+    const char* e = env_override("CONVKIT_WINOGRAD_VARIANT");
     const std::string v = e ? e : "";
     return v == "f4x4" ? 4 : v == "f2x2" ? 2 : 0;
   }();

@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "core/overrides.hpp"
 #include "core/cuda_hooks.hpp"
 #include "core/registry.hpp"
 #include "core/timing.hpp"
@@ -286,7 +287,7 @@ struct Harvest {
 };
 
 bool skip_runtime_compiled() {
-  const char* v = std::getenv("CONVKIT_CUDNN_RTC");
+  const char* v = env_override("CONVKIT_CUDNN_RTC");
   return v && v[0] == '0';
 }
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/overrides.hpp"
 #include "core/cuda_hooks.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
@@ -19,7 +20,7 @@ void check_launch(const char* kernel_name, const char* file, int line) {
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) {
     static const bool sync = [] {
-      const char* v = std::getenv("CONVKIT_SYNC_CHECK");
+      const char* v = env_override("CONVKIT_SYNC_CHECK");
       return v && v[0] == '1';
     }();
     if (sync) e = cudaDeviceSynchronize();

@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/overrides.hpp"
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
@@ -572,7 +573,7 @@ int nhwc_vec(const Conv2dProblem& pb, DType dt) {
 // CONVKIT_DEPTHWISE_WINDOW=0 turns them off (an A/B switch for benchmarks; read here only).
 int window_size(const Conv2dProblem& pb, Layout layout, int vec) {
   static const bool off = [] {
-    const char* e = std::getenv("CONVKIT_DEPTHWISE_WINDOW");
+    const char* e = env_override("CONVKIT_DEPTHWISE_WINDOW");
     return e != nullptr && std::string(e) == "0";
   }();
   if (off || (pb.s != 3 && pb.s != 5 && pb.s != 7) || pb.stride_w != 1 || pb.dilation_w != 1) return 0;

@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "core/overrides.hpp"
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
@@ -303,7 +304,7 @@ struct CfgOverride {
 const CfgOverride& cfg_override() {
   static const CfgOverride o = [] {
     CfgOverride r;
-    const char* env = std::getenv("CONVKIT_REGBLOCK_CFG");
+    const char* env = env_override("CONVKIT_REGBLOCK_CFG");
     if (env == nullptr) return r;
     std::string s(env);
     size_t pos = 0;

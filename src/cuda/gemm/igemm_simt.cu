@@ -60,6 +60,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/overrides.hpp"
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
@@ -443,9 +444,9 @@ int64_t padded_m(const Conv2dProblem& p) { return ceil_div(p.gemm_m(), 4) * 4; }
 // impossible values are ignored.
 // Per-sample weights (per_sample): the tiles of each image apart, and no split (no workspace there).
 Plan choose_plan(const Conv2dProblem& p, int sm_count, bool per_sample = false) {
-  const char* force_tile = std::getenv("CONVKIT_IGEMM_TILE");
+  const char* force_tile = env_override("CONVKIT_IGEMM_TILE");
   int force_splits = 0;
-  if (const char* e = std::getenv("CONVKIT_IGEMM_SPLITK")) force_splits = std::atoi(e);
+  if (const char* e = env_override("CONVKIT_IGEMM_SPLITK")) force_splits = std::atoi(e);
   if (force_splits < 1 || force_splits > 64) force_splits = 0;
   bool tile_known = false;
   if (force_tile != nullptr)

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/overrides.hpp"
 #include "convkit/problem.hpp"
 #include "convkit/tensor.hpp"
 #include "cuda/common/check.cuh"
@@ -471,7 +472,7 @@ struct VariantId {
 inline Plan choose_plan(const TileSet& ts, const Shape& s, int sms, const std::string& variant) {
   // The algorithm's environment variable (CONVKIT_MMA_VARIANT=128x64w4/k2) forces a variant (ignored when it
   // does not exist for the problem).
-  const char* forced = variant.empty() ? std::getenv(ts.env) : variant.c_str();
+  const char* forced = variant.empty() ? env_override(ts.env) : variant.c_str();
   const VariantId want = forced != nullptr ? VariantId::parse(forced) : VariantId{};
   Plan best, named;
   for_each_plan(ts, s, sms, [&](const Plan& p) {

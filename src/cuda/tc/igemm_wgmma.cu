@@ -38,6 +38,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/overrides.hpp"
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
@@ -165,11 +166,11 @@ CUtensorMap im2col_map(const TcArgs& a, DType dt, int box_rows) {
 enum class ALoad { gather, matrix, im2col };
 ALoad a_load_of(const Conv2dProblem& p, DType dt) {
   static const bool tma_on = [] {
-    const char* e = std::getenv("CONVKIT_WGMMA_A_TMA");
+    const char* e = env_override("CONVKIT_WGMMA_A_TMA");
     return e == nullptr || std::string(e) != "0";
   }();
   static const bool im2col_on = [] {
-    const char* e = std::getenv("CONVKIT_WGMMA_IM2COL");
+    const char* e = env_override("CONVKIT_WGMMA_IM2COL");
     return e == nullptr || std::string(e) != "0";
   }();
   if (!tma_on) return ALoad::gather;
@@ -268,7 +269,7 @@ void launch_persistent_tile(const TcArgs& a, dim3 grid, cudaStream_t stream, boo
   // CONVKIT_WGMMA_PERSISTENT_BLOCKS=n caps the grid (the GPU check runs the tensor-core sweeps with 1: one
   // block then walks every tile of a problem, its slots and staging areas reused across tiles).
   static const int cap = [] {
-    const char* e = std::getenv("CONVKIT_WGMMA_PERSISTENT_BLOCKS");
+    const char* e = env_override("CONVKIT_WGMMA_PERSISTENT_BLOCKS");
     return e != nullptr && std::atoi(e) > 0 ? std::atoi(e) : INT_MAX;
   }();
   const int64_t tiles = int64_t(grid.x) * grid.y * grid.z;
@@ -361,7 +362,7 @@ const std::array<Tile, kNumTiles>& tiles() {
 // CONVKIT_WGMMA_WS=0 leaves them out (for comparisons).
 bool ws_enabled() {
   static const bool on = [] {
-    const char* e = std::getenv("CONVKIT_WGMMA_WS");
+    const char* e = env_override("CONVKIT_WGMMA_WS");
     return e == nullptr || std::string(e) != "0";
   }();
   return on;
@@ -392,7 +393,7 @@ Plan plan_uncached(DType dt, const Shape& s, bool ws, int sms, const std::string
 // for it two or three times (workspace size, then run), each a walk over every tile and split count.
 Plan plan_of(DType dt, const Shape& s, bool ws, const std::string& variant) {
   const int sms = sm_count_of_current_device();
-  const char* forced = variant.empty() ? std::getenv("CONVKIT_WGMMA_VARIANT") : nullptr;  // (choose_plan's)
+  const char* forced = variant.empty() ? env_override("CONVKIT_WGMMA_VARIANT") : nullptr;  // (choose_plan's)
   const std::string_view want = forced != nullptr ? std::string_view(forced) : std::string_view(variant);
   struct Entry {
     DType dt;

@@ -60,6 +60,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/overrides.hpp"
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
@@ -429,7 +430,7 @@ std::string tile_name(int bm) { return std::to_string(bm) + "x" + std::to_string
 // least 2 blocks, else 64x64 (twice the blocks for small M*N, e.g. the 7x7 and 14x14 ResNet layers).
 // CONVKIT_WMMA_TILE=64x64 forces one for sweeps; an unknown value is ignored.
 int heuristic_tile_m(const Conv2dProblem& p, int sms) {
-  if (const char* e = std::getenv("CONVKIT_WMMA_TILE")) {
+  if (const char* e = env_override("CONVKIT_WMMA_TILE")) {
     for (int bm : kTileMs)
       if (tile_name(bm) == e) return bm;
   }
