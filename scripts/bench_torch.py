@@ -211,7 +211,7 @@ def bench_bottleneck(rep, dtype, runs):
         fused = FusedBottleneck(block)
         # Eager (each op dispatched from Python on every run), then the same forward replayed from a CUDA graph
         # (device time only). NOTE: eager, this block is host-bound on the H200: torch's own time moved from
-        # 0.233 to 0.508 ms between sessions with the same kernels; the graph rows measure the kernels.
+        # 0.233 to 0.508 ms between runs with the same kernels; the graph rows measure the kernels.
         for mode, timer in (("", bench), (" (CUDA graph)", bench_graph)):
             t_ref, why = attempt(lambda: timer(lambda: block(x), runs))
             rep.add(name, "torch" + mode, t_ref, status=why)

@@ -62,7 +62,9 @@ FAILED=0
 
 CLI=$BUILD/tools/convkit
 TESTS=$BUILD/tests/convkit_tests
-REQUIRE_ALGOS=cuda_depthwise,cuda_ref,cuda_direct_naive,cuda_direct_smem,cuda_direct_regblock,cuda_im2col_cublas,cuda_igemm_simt,cuda_igemm_wmma,cuda_igemm_mma,cuda_igemm_wgmma,cudnn
+# Every CUDA algorithm and peer the build registers is required (set from `convkit list` after the build):
+# a new rung is checked without touching this script.
+REQUIRE_ALGOS=cudnn
 # A fresh tune cache: tests and benchmarks never see one left by an earlier run.
 export CONVKIT_REQUIRE_GPU=1 CONVKIT_REQUIRE_ALGOS=$REQUIRE_ALGOS GTEST_COLOR=no PYTHONUNBUFFERED=1 \
   CONVKIT_TUNE_CACHE=$TMP/tune-v1.txt
@@ -113,6 +115,15 @@ if [ "$SKIP_BUILD" = 0 ]; then
   grep -E "convkit: (CUDA|cuDNN)" "$BLOG" | sed 's/^-- //' >>"$NOTES"
 else
   row build skipped 0 "--skip-build: using $BUILD"
+fi
+
+if [ -x "$CLI" ]; then
+  # (cuda_conv_wgmma_halo computes f16/bf16 only by design, and a required tensor-core algorithm must take
+  # tf32 too: it is swept like the others, but not required.)
+  REQUIRE_ALGOS=$("$CLI" list | awk 'NR > 1 && $2 == "cuda" && $1 != "cuda_conv_wgmma_halo" {print $1}' |
+    paste -sd, -)
+  export CONVKIT_REQUIRE_ALGOS=$REQUIRE_ALGOS
+  echo "required algorithms: $REQUIRE_ALGOS" >>"$NOTES"
 fi
 
 # ---- doctor --------------------------------------------------------------------------------------

@@ -41,15 +41,8 @@
 // Resources (sm_90, -O3, nvcc -Xptxas -v, 2026-11-30): 128x128 128 registers (cap 128: 2 blocks/SM; 123
 // before the per-sample mode; plain 3x3 64@56 0.282 -> 0.278 ms), 128x64 112, 64x128 101 (2 blocks/SM),
 // 64x64 79 (cap 85: 3 blocks/SM), 9.3-18.3 KiB static smem, no spills; reduce kernel 32 registers. Workspace: 0, or splits*K*M*4 bytes with split-K (at most 512 MiB).
-// measured (H200, 2026-11-29, first version: one kernel, no split-K, scalar stores; cuDNN fp32 from
-// ANCHORS.md): seed000 8.53 ms (36.3 TFLOP/s, 0.84x of 7.17), r50 batch 32 3x3 64@56 0.294 ms (0.82x),
-// s2 128@56 0.384 (0.61x), 128@28 0.370 (0.36x), 256@14 0.335 (0.52x), 512@7 0.456 (0.64x), seed001 0.200
-// (0.62x); the 1x1 layers 0.44-0.80x of the table's cuDNN column.
-// measured (split-K, float4 epilogue and weight loads, occupancy-aware plan; H200 2026-11-29): seed000
-// 8.30 ms (37.3 TFLOP/s, 0.86x PyTorch's cuDNN 7.17 ms), r50 3x3 64@56 0.282 (0.85x), s2 128@56 0.267
-// (0.88x), 128@28 0.269 (0.50x), s2 256@28 0.249 (1.00x), 256@14 0.251 (0.69x), s2 512@14 0.236 (1.34x),
-// 512@7 0.233 (1.26x), seed001 0.173 (0.72x). ncu on seed001 (64x64 tile): 80 registers, FMA pipe 41%
-// busy, 34% occupancy, 3.4 M shared-load bank conflicts: the next thing to fix.
+// measured (H200, 2026-11-29, strict fp32 NCHW batch 32, vs PyTorch's cuDNN): seed000 8.30 ms (37.3 TFLOP/s,
+// 0.86x cuDNN's 7.17 ms), ResNet-50 3x3 layers 0.50x-1.34x; earlier versions in docs/perf.md.
 #include <cuda_runtime.h>
 
 #include <algorithm>

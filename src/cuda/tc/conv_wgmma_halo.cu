@@ -2,9 +2,7 @@
 // "halo" per block of output pixels, and the block's whole filter bank resident in shared memory.
 // fp16 / bf16, NHWC activations, KRSC weights, stride 1, dilation 1, one group, C % 64 == 0, and a filter
 // bank of 64 output channels that fits in shared memory next to the halo (3x3 with C = 64 or 128, 1x1 up to
-// C = 1152). sm_90a only. (A per-sample-weights mode passed the PerSample tests on the H200 while
-// conv2d_per_sample was routed to it, 2026-11-30; cuda_igemm_wgmma was faster there, and the mode, which
-// nothing called any more, was taken out in the ninth session.)
+// C = 1152). sm_90a only. No per-sample-weights mode (accepts() says so).
 //
 // What it adds over cuda_igemm_wgmma (one idea: each input element leaves L2 about once, not R*S times):
 //  - cuda_igemm_wgmma's im2col mode fetches, for every filter tap, the 128 bytes of channels of every
@@ -30,23 +28,9 @@
 // Not here: stride or dilation other than 1, groups, C % 64 != 0, tf32, filter banks too large for shared
 // memory, rows wider than 256 padded pixels: cuda_igemm_wgmma runs those.
 //
-// measured (H200, 2026-11-30, bf16, batch 32, vs cuDNN in the same process; docs/perf.md, eighth session):
-// a negative result, kept as the rung that shows it. 3x3 64->64 at 56x56: 0.0302 ms (245 TFLOP/s) against
-// cuda_igemm_wgmma's 0.0295-0.0303 and cuDNN's ~0.027; the first version (each fragment loaded right before
-// its wgmma) 0.0356. ResNet-50 layers it takes (13 of 23, first version): 0.43x cuDNN geomean, where
-// cuda_igemm_wgmma gives 0.77x. ncu on that layer: L2 throughput 16.7% (the im2col kernel: 42%), DRAM 7%,
-// 0.36 instructions issued per scheduler cycle, 2.2 active warps per scheduler: the traffic it saves was not
-// what held the layer back (ncu's source view: cuda_igemm_wgmma waits for its im2col stages, 37% of its
-// warps' stall samples on that mbarrier; this kernel's tensor pipe is 28% busy). Two accumulators per warpgroup (independent wgmma chains) changed nothing
-// (0.0315 -> 0.0325 ms). With 64 output channels every wgmma here and in cuda_igemm_wgmma is n64, and every
-// 64-channel kernel measured (both of ours, cuDNN) stays at 240-265 TFLOP/s on this layer, a quarter of
-// the tensor cores' rate. (Swapping the roles in cuda_igemm_wgmma, the weights as the m64 operand and 256
-// pixels as n256, was slower still: 0.0365 ms; see its header.) The halo copied by the producer warpgroup's
-// 128 threads (cp.async, arriving on the slot's mbarrier) instead of one TMA box: 0.0353 ms (TMA 0.0311 in
-// that run); not kept. A second design without ldmatrix, the convolution computed on the halo's own grid (rows of
-// Q + S - 1 positions) so that each tap's A operand is 64 consecutive halo rows read by wgmma itself through a
-// descriptor whose start moves by the tap (the swizzle follows the address), was correct and slower still
-// (0.0313-0.0385 ms in its versions; ninth session, docs/kernels.md).
+// measured (H200, 2026-11-30, bf16, batch 32, vs cuDNN in the same process): a negative result, kept as the
+// rung that shows it: 3x3 64->64 at 56x56 0.0302 ms against cuda_igemm_wgmma's 0.0295-0.0303 and cuDNN's
+// ~0.027. The profile and the designs tried are in docs/perf.md (2026-11-30, commit 87a0b7c).
 #include "cuda/tc/wgmma_common.cuh"
 
 #include <algorithm>

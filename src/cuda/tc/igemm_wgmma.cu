@@ -306,7 +306,7 @@ constexpr int num_tiles() {
 // The table's last two entries: (tf32) 128x256 warp-specialized and a copy of it, never offered; (16-bit)
 // the persistent tiles, a wave being one tile per SM.
 // NOTE: the persistent tiles' costs are a least-squares fit (relative error) to `convkit tune --verbose` on
-// bf16 ResNet-50 (H200, 2026-11-30, tenth session; median error 6-10%); with them the picks are within 1.4%
+// bf16 ResNet-50 (H200, 2026-11-30, 2026-11-30, commit 2b689a8; median error 6-10%); with them the picks are within 1.4%
 // of the best measured variant (geomean; the picks without these tiles: 15% slower than that best).
 template <typename T>
 Tile extra_tile(int i) {
@@ -346,7 +346,7 @@ const std::array<Tile, kNumTiles>& tiles() {
       // Warp-specialized (w = consumer warps + the producer warpgroup's 4): 8, 6 and 4 stages fill one SM's shared memory;
       // 4 stages of 128x64 leave room for a second block.
       // NOTE: their costs are fitted the same way to the bf16 and f16 timings of `convkit tune --verbose`
-      // (H200, 2026-11-29, sixth session; median error 9-14%); 128x256w12s4 (tf32 only) has the gathering
+      // (H200, 2026-11-29, 2026-11-29, commit a2279b1; median error 9-14%); 128x256w12s4 (tf32 only) has the gathering
       // 128x256's wave part and its slice part times the two kernels' measured tf32 ratio (0.93). The picks are
       // within 2% of the best measured variant (geomean, ResNet-50 bf16, f16 and tf32).
       {128, 64, 12, 2.69, 0.420 * kWsTf32, launch_tile<T, 128, 64, 8, true>, blocks_per_sm_of_tile<T, 128, 64, 8, true>, 8},
@@ -372,7 +372,7 @@ TileSet tile_set(bool ws) {
   ws = ws && ws_enabled();
   // Split-K: the reduce kernel's costs as cuda_igemm_mma's; summed inside the kernel (one wave at most): 100
   // us per 10^9 outputs x splits and 12 us, chosen (grid search) for the picks against `convkit tune
-  // --verbose` on ResNet-50 (H200, 2026-11-29, seventh session): within 1.2% (tf32), 0.5% (bf16, f16) of the
+  // --verbose` on ResNet-50 (H200, 2026-11-29, 2026-11-29, commit 2cdf018): within 1.2% (tf32), 0.5% (bf16, f16) of the
   // best measured variant, geomean. Splits rarely win on this card: the fixed part mostly says so.
   // A last wave under 10% full is charged its fraction: per-sample 3x3 64->64 at 56x56, N = 32 (25 tiles of
   // 128 per image, 800 blocks: 3 waves of 2 x 132 and 8 stragglers) measured 128x64w12s4 at 0.0335 ms and

@@ -34,7 +34,7 @@ inline Support require_tensor_core_config(const ConvConfig& cfg) {
 // before sm_90) is 3 there. Older targets round in integer arithmetic: add half an ulp (less one on an
 // even tf32 mantissa), then clear the low bits; inf passes, NaN stays a (quiet) NaN.
 // NOTE: cuda_igemm_wgmma rounds every activation stage in shared memory with this: cvt.rna made it
-// 14 instructions per 16-byte chunk, cvt.rn 6 (docs/perf.md, fifth session).
+// 14 instructions per 16-byte chunk, cvt.rn 6 (docs/perf.md, 2026-11-29, commit d26f16b).
 __device__ __forceinline__ uint32_t tf32_rne_bits(uint32_t f) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   uint32_t r;
