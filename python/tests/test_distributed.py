@@ -49,11 +49,15 @@ def _worker(rank, mode, init_file, out_file):
         if mode == "ddp":
             model = nn.parallel.DistributedDataParallel(m)
         else:
+            from torch.distributed.device_mesh import init_device_mesh
             from torch.distributed.fsdp import fully_shard
 
+            # A CPU mesh: without one, FSDP2 moves the model to the GPU of a machine that has one, while this
+            # test's batch stays on the CPU.
+            mesh = init_device_mesh("cpu", (WORLD,))
             for layer in (m.layer1, m.layer2, m.layer3, m.layer4):
-                fully_shard(layer)
-            model = fully_shard(m)
+                fully_shard(layer, mesh=mesh)
+            model = fully_shard(m, mesh=mesh)
         x, y = batch()
         xs, ys = x[rank * PER_RANK:(rank + 1) * PER_RANK], y[rank * PER_RANK:(rank + 1) * PER_RANK]
         nn.functional.cross_entropy(model(xs), ys).backward()

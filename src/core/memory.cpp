@@ -1,6 +1,8 @@
 // Buffer: owning host or device memory behind one type.
 #include "convkit/memory.hpp"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -10,10 +12,24 @@
 #include "core/cuda_hooks.hpp"
 
 namespace convkit {
+namespace {
+
+// The machine's physical memory in bytes (0 when the system cannot say).
+size_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+}
+
+}  // namespace
 
 Buffer::Buffer(Device device, size_t bytes) : bytes_(bytes), device_(device) {
   if (bytes == 0) return;
   if (device == Device::cpu) {
+    // More than the machine's physical memory is refused up front: where the kernel overcommits memory,
+    // the allocation would succeed and touching it would end in the OOM killer, not in an error.
+    if (const size_t phys = physical_memory_bytes(); phys > 0 && bytes > phys)
+      throw Error(StatusCode::internal, "host allocation of " + std::to_string(bytes) + " bytes failed: more than " +
+                                            "this machine's " + std::to_string(phys) + " bytes of memory");
     // 64-byte alignment: whole cache lines and aligned AVX-512 loads.
     data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!data_)
