@@ -580,6 +580,7 @@ class DeviceCase {
 struct Tally {
   int problems = 0, runs = 0, rejected = 0, failed = 0;
   int refused_operands = 0;  // of `rejected`: by accepts() (misaligned pointers), not by can_implement
+  std::string first_operand_reason;
   std::string first_reason;
   bool quiet = false;  // collect the messages instead of failing the test (the harness self-test)
   std::vector<std::string> messages;
@@ -690,6 +691,7 @@ void sweep(const Algorithm& a, std::deque<TcCase>& set, const SweepOpts& o, Tall
       if (const Support r = a.accepts(tc.c.problem, cfg, ops); !r) {
         expect_good_reason(a, r, tc.describe() + " (misaligned operands)");
         if (t.first_reason.empty()) t.first_reason = tc.c.problem.to_string() + ": " + r.reason;
+        if (t.first_operand_reason.empty()) t.first_operand_reason = tc.c.problem.to_string() + ": " + r.reason;
         ++t.rejected;
         ++t.refused_operands;
         continue;

@@ -106,7 +106,7 @@ TEST_P(Tc, MisalignedTensorsEveryVariant) {
   sweep(algo(), cases(Set::misaligned, config()), o, t);
   report("misaligned pointers", t);
   if (t.problems == 0 && t.refused_operands > 0)  // the planner hands those to another algorithm (test_planner.cpp)
-    GTEST_SKIP() << algo().name() << " refuses misaligned operands (accepts()): " << t.first_reason;
+    GTEST_SKIP() << algo().name() << " refuses misaligned operands (accepts()): " << t.first_operand_reason;
   TC_FINISH(t);
 }
 
