@@ -1,9 +1,13 @@
-"""Backward formulas for torch.ops.convkit, registered with torch.library.register_autograd.
+"""The autograd of torch.ops.convkit, registered with torch.library.register_autograd.
 
-conv2d / conv2d_per_sample, with y = act(z), z = conv(x, w) + bias + residual and gz = dL/dz:
+The backward of conv2d and conv2d_per_sample is ONE implementation, in C++ (csrc/autograd.cpp,
+conv2d_backward and per_sample_backward); this file registers it: eager grad mode reaches it through the C++
+autograd Function convkit::_conv2d_autograd (no Python on the path), torch.compile and functorch transforms
+through the ops' registered autograd below, which calls the composite ops convkit::_conv2d_backward and
+convkit::_conv2d_per_sample_backward. What the formula does, with y = act(z), z = conv(x, w) + bias + residual
+and gz = dL/dz:
   * through the activation: relu and relu6 use the saved output (0 < y, y < 6); silu, gelu and hardswish
-    recompute z with one more
-    convkit forward (no pre-activation copy is kept from the fused forward).
+    recompute z with one more convkit forward (no pre-activation copy is kept from the fused forward).
   * bias: gz summed over batch and pixels; residual: gz itself.
   * input (data gradient): for stride 1 and padding <= dilation*(R-1) it IS a convolution, run by convkit:
     gz convolved with the spatially flipped, per-group transposed filters, padding dilation*(R-1) - padding,
@@ -27,7 +31,6 @@ opaque call, so the precision is set when the graph RUNS (a context manager arou
 be active while tracing, and Inductor drops the allow_tf32 argument of aten._convolution).
 """
 import contextlib
-import math
 from typing import List, Tuple
 
 import torch
@@ -94,86 +97,6 @@ def _pair(v):
     return [int(v[0]), int(v[1] if len(v) > 1 else v[0])]
 
 
-def _math_suffix(algo):
-    return "/tf32" if algo.endswith("/tf32") else ""
-
-
-def _backward_algo(algo):
-    """The selection of the backward's convolutions: "autotune" when the forward asked for it (each backward
-    problem is then tuned on first sight and stored in the tune cache, as the forward's was), else "auto"
-    (a named forward algorithm may not take the backward's problems); the math mode carries over."""
-    return ("autotune" if algo.split("/")[0] == "autotune" else "auto") + _math_suffix(algo)
-
-
-def _through_activation(grad, activation, out, recompute_z):
-    if activation == "none":
-        return grad
-    if activation == "relu":
-        return grad * (out > 0).to(grad.dtype)
-    if activation == "relu6":  # (as PyTorch's hardtanh backward: zero at both ends of the clip)
-        return grad * ((out > 0) & (out < 6)).to(grad.dtype)
-    if activation not in ("silu", "gelu", "hardswish"):
-        raise ValueError(f"convkit: unknown activation '{activation}'.")
-    # NOTE: the derivative is computed in float32 for 16-bit tensors (as PyTorch's own silu/gelu backward do)
-    # and rounded once: five bf16 roundings in a row would cost ~1e-2 relative.
-    z = recompute_z()
-    zf, gf = z.float(), grad.float()
-    if activation == "silu":
-        s = torch.sigmoid(zf)
-        d = s * (1 + zf * (1 - s))
-    elif activation == "hardswish":  # (PyTorch's hardswish_backward: 0 below -3, z/3 + 1/2 up to 3, then 1)
-        d = torch.where(zf < -3, torch.zeros_like(zf), torch.where(zf <= 3, zf / 3 + 0.5, torch.ones_like(zf)))
-    else:
-        cdf = 0.5 * (1.0 + torch.erf(zf * (1.0 / math.sqrt(2.0))))
-        pdf = torch.exp(-0.5 * zf * zf) * (1.0 / math.sqrt(2.0 * math.pi))
-        d = cdf + zf * pdf
-    return (gf * d).to(grad.dtype)
-
-
-def _data_grad_is_conv(stride, padding, dilation, r, s):
-    return stride == [1, 1] and padding[0] <= dilation[0] * (r - 1) and padding[1] <= dilation[1] * (s - 1)
-
-
-def _weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, algo, w_format=torch.contiguous_format):
-    """dL/dw as one convkit convolution (see the module docstring), in memory format w_format."""
-    n, c, h, w = x.shape
-    k = gz.shape[1]
-    cg = c // groups
-    if per_sample:
-        inp = x.reshape(n, groups, cg, h, w).permute(2, 0, 1, 3, 4).reshape(cg, n * groups, h, w)
-        filt = gz.reshape(n * k, 1, gz.shape[2], gz.shape[3])
-        g = n * groups
-    elif groups == 1:
-        # NOTE: the same views as below in one op each: 28.7 -> 20.1 us of host time per call (CPU, a 4x4x4
-        # problem; the op itself takes ~11).
-        inp = x.transpose(0, 1)
-        filt = gz.transpose(0, 1)
-        g = 1
-    else:
-        inp = x.reshape(n, groups, cg, h, w).permute(2, 1, 0, 3, 4).reshape(cg, groups * n, h, w)
-        filt = gz.transpose(0, 1)
-        g = groups
-    mf = _memory_format(x)  # NHWC stays NHWC: the layout of the tensor-core kernels (one copy either way)
-    out = conv2d_call(inp.contiguous(memory_format=mf), filt.contiguous(memory_format=mf), None,
-                      dilation, padding, stride, g, "none", None, algo)
-    if out.shape[2] != r or out.shape[3] != s:  # (the correlation's extent past the filter's: cropped)
-        out = out[:, :, :r, :s]
-    gw = out.transpose(0, 1)
-    return gw.reshape(n, k, cg, r, s) if per_sample else gw.contiguous(memory_format=w_format)
-
-
-def _flipped_transposed(w, groups, per_sample):
-    if per_sample:
-        n, k, cg, r, s = w.shape
-        kg = k // groups
-        return w.reshape(n, groups, kg, cg, r, s).transpose(2, 3).reshape(n, groups * cg, kg, r, s).flip(-2, -1)
-    k, cg, r, s = w.shape
-    if groups == 1:
-        return w.transpose(0, 1).flip(-2, -1)
-    kg = k // groups
-    return w.reshape(groups, kg, cg, r, s).transpose(1, 2).reshape(groups * cg, kg, r, s).flip(-2, -1)
-
-
 @contextlib.contextmanager
 def strict_conv_math(tf32: bool = False):
     """PyTorch's float32 convolutions in the given math mode while the block runs: strict IEEE fp32 on cuDNN
@@ -234,37 +157,6 @@ def _aten_conv_grads_fake(gz, x, w, stride, padding, dilation, groups, per_sampl
     return gx, gw
 
 
-def _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32):
-    gx, gw = torch.ops.convkit._aten_conv_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x,
-                                                need_w, tf32)
-    return (gx if need_x else None), (gw if need_w else None)
-
-
-def _conv_grads(gz, x, w, stride, padding, dilation, groups, per_sample, algo, need_x, need_w):
-    r, s = w.shape[-2], w.shape[-1]
-    tf32 = _math_suffix(algo) == "/tf32"
-    if BACKWARD == "aten":
-        return _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32)
-    try:
-        gx = gw = None
-        if need_x:
-            if _data_grad_is_conv(stride, padding, dilation, r, s):
-                wt = _flipped_transposed(w, groups, per_sample)
-                pad_t = [dilation[0] * (r - 1) - padding[0], dilation[1] * (s - 1) - padding[1]]
-                if per_sample:
-                    gx = per_sample_call(gz, wt, None, [1, 1], pad_t, dilation, groups, "none")
-                else:
-                    gx = conv2d_call(gz, wt, None, [1, 1], pad_t, dilation, groups, "none", None, algo)
-            else:
-                gx, _ = _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, True, False, tf32)
-        if need_w:
-            gw = _weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, algo,
-                              torch.contiguous_format if per_sample else _memory_format(w))
-        return gx, gw
-    except NotImplementedError:
-        return _aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32)
-
-
 # ---- conv2d ------------------------------------------------------------------------------------------------
 
 def _conv2d_setup(ctx, inputs, output):
@@ -277,15 +169,10 @@ def _conv2d_backward(ctx, grad):
     x, w, bias, residual, out = ctx.saved_tensors
     stride, padding, dilation, groups, activation, algo = ctx.conf
     need = ctx.needs_input_grad
-    algo_bw = _backward_algo(algo)
-    mf = _memory_format(x)
-    gz = _through_activation(
-        grad, activation, out,
-        lambda: conv2d_call(x, w, bias, stride, padding, dilation, groups, "none", residual, algo))
-    gz = gz.contiguous(memory_format=mf)
-    gx, gw = _conv_grads(gz, x, w, stride, padding, dilation, groups, False, algo_bw, need[0], need[1])
-    gb = gz.sum(dim=(0, 2, 3)) if (bias is not None and need[2]) else None
-    gr = gz if (residual is not None and need[8]) else None
+    want = [need[0], need[1], bias is not None and need[2], residual is not None and need[8]]
+    got = iter(torch.ops.convkit._conv2d_backward(grad, x, w, bias, residual, out, stride, padding, dilation, groups,
+                                                  activation, algo, want, BACKWARD == "aten"))
+    gx, gw, gb, gr = (next(got) if wanted else None for wanted in want)
     return gx, gw, gb, None, None, None, None, None, gr, None
 
 
@@ -304,12 +191,10 @@ def _per_sample_backward(ctx, grad):
     x, w, bias, out = ctx.saved_tensors
     stride, padding, dilation, groups, activation = ctx.conf
     need = ctx.needs_input_grad
-    gz = _through_activation(
-        grad, activation, out,
-        lambda: per_sample_call(x, w, bias, stride, padding, dilation, groups, "none"))
-    gz = gz.contiguous(memory_format=_memory_format(x))
-    gx, gw = _conv_grads(gz, x, w, stride, padding, dilation, groups, True, "auto", need[0], need[1])
-    gb = gz.sum(dim=(2, 3)) if (bias is not None and need[2]) else None
+    want = [need[0], need[1], bias is not None and need[2]]
+    got = iter(torch.ops.convkit._conv2d_per_sample_backward(grad, x, w, bias, out, stride, padding, dilation, groups,
+                                                             activation, want, BACKWARD == "aten"))
+    gx, gw, gb = (next(got) if wanted else None for wanted in want)
     return gx, gw, gb, None, None, None, None, None
 
 

@@ -1,8 +1,10 @@
-// convkit::_conv2d_autograd: convkit.conv2d in eager grad mode, as a C++ autograd Function. It runs the same
-// backward formula as the op's registered autograd (convkit/_autograd.py, _conv2d_backward: the data gradient
-// as a convolution of gz with the flipped, transposed filters where that is one, the weight gradient as a
-// correlation of x with gz, aten's convolution_backward behind convkit::_aten_conv_grads otherwise), with the
-// same convolutions in the same order, so the gradients are bit-identical; only the host path is C++.
+// The one backward of convkit.conv2d and convkit.conv2d_per_sample (conv2d_backward, per_sample_backward): the
+// data gradient as a convolution of gz with the flipped, transposed filters where that is one, the weight
+// gradient as a correlation of x with gz, aten's convolution_backward behind convkit::_aten_conv_grads otherwise
+// (and for both when convkit has no kernel for a backward problem). Two ways in, one formula:
+//  - convkit::_conv2d_autograd: convkit.conv2d in eager grad mode, as a C++ autograd Function;
+//  - convkit::_conv2d_backward: the formula as a composite op, which the op's registered autograd
+//    (convkit/_autograd.py: torch.compile, functorch transforms) calls.
 // NOTE: the Python autograd.Function it replaces (2026-11-30, commit 1c27b81) spent ~13 us a conv in Function.apply and ~35 us
 // in its backward's Python (CPU, a 4x4x4 conv; the op itself ~11 us a call): a forward + backward step of 4
 // such convs 560 -> 350 us (torch 240).
@@ -13,7 +15,9 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <array>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -170,6 +174,56 @@ std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Ten
   return {gx, gw};
 }
 
+// The backward of convkit.conv2d: (dL/dx, dL/dw, dL/dbias, dL/dresidual), each only where `need` says, in
+// that order (the list holds just the ones asked for). The one implementation: the C++ autograd Function
+// below and the op's registered autograd (convkit/_autograd.py, through convkit::_conv2d_backward) both call it.
+std::vector<at::Tensor> conv2d_backward(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& w,
+                                        const c10::optional<at::Tensor>& bias,
+                                        const c10::optional<at::Tensor>& residual, const at::Tensor& out,
+                                        at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                        int64_t groups, c10::string_view activation, c10::string_view algo_sv,
+                                        std::array<bool, 4> need, bool aten_only) {
+  const std::string act(activation), algo(algo_sv);
+  const bool tf32 = ends_with(algo, "/tf32");
+  // The backward's selection: "autotune" where the forward asked for it (each backward problem is then tuned on
+  // first sight), else "auto" (a named forward algorithm may not take the backward's problems); the math mode
+  // carries over.
+  const std::string algo_bw = (algo.rfind("autotune", 0) == 0 && (algo.size() == 8 || algo[8] == '/') ? "autotune"
+                                                                                                     : "auto") +
+                              std::string(tf32 ? "/tf32" : "");
+  at::Tensor gz = through_activation(grad, act, out, [&] {
+    return conv2d_op(x, w, bias, stride, padding, dilation, groups, "none", residual, algo);
+  });
+  gz = gz.contiguous(memory_format_of(x));
+  const auto [gx, gw] = conv_grads(gz, x, w, stride, padding, dilation, groups, false, algo_bw, need[0], need[1],
+                                   aten_only, tf32);
+  std::vector<at::Tensor> got;
+  if (need[0]) got.push_back(gx);
+  if (need[1]) got.push_back(gw);
+  if (need[2]) got.push_back(gz.sum({0, 2, 3}));
+  if (need[3]) got.push_back(gz);
+  return got;
+}
+
+// The backward of convkit.conv2d_per_sample: (dL/dx, dL/dw, dL/dbias) where `need` says, as conv2d_backward.
+std::vector<at::Tensor> per_sample_backward(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& w,
+                                            const c10::optional<at::Tensor>& bias, const at::Tensor& out,
+                                            at::IntArrayRef stride, at::IntArrayRef padding,
+                                            at::IntArrayRef dilation, int64_t groups, c10::string_view activation,
+                                            std::array<bool, 3> need, bool aten_only) {
+  at::Tensor gz = through_activation(grad, std::string(activation), out, [&] {
+    return per_sample_op(x, w, bias, stride, padding, dilation, groups, "none");
+  });
+  gz = gz.contiguous(memory_format_of(x));
+  const auto [gx, gw] = conv_grads(gz, x, w, stride, padding, dilation, groups, true, "auto", need[0], need[1],
+                                   aten_only, false);
+  std::vector<at::Tensor> got;
+  if (need[0]) got.push_back(gx);
+  if (need[1]) got.push_back(gw);
+  if (need[2]) got.push_back(gz.sum({2, 3}));
+  return got;
+}
+
 struct Conv2dGrad : public torch::autograd::Function<Conv2dGrad> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const c10::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
@@ -196,28 +250,19 @@ struct Conv2dGrad : public torch::autograd::Function<Conv2dGrad> {
                                dilation = ctx->saved_data["dilation"].toIntVector();
     const int64_t groups = ctx->saved_data["groups"].toInt();
     const std::string act = ctx->saved_data["activation"].toStringRef(), algo = ctx->saved_data["algo"].toStringRef();
-    const bool aten_only = ctx->saved_data["aten"].toBool();
     // needs_input_grad counts the tensor inputs only: x, w, then the bias and the residual where given.
-    const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
-    const bool need_b = bias.defined() && ctx->needs_input_grad(2);
-    const bool need_r = residual.defined() && ctx->needs_input_grad(bias.defined() ? 3 : 2);
-    const bool tf32 = ends_with(algo, "/tf32");
-    // The backward's selection (as _backward_algo): "autotune" where the forward asked for it, else "auto".
-    const std::string algo_bw = (algo.rfind("autotune", 0) == 0 && (algo.size() == 8 || algo[8] == '/') ? "autotune"
-                                                                                                       : "auto") +
-                                std::string(tf32 ? "/tf32" : "");
+    const std::array<bool, 4> need{ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                                   bias.defined() && ctx->needs_input_grad(2),
+                                   residual.defined() && ctx->needs_input_grad(bias.defined() ? 3 : 2)};
     const c10::optional<at::Tensor> bias_opt = bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt;
     const c10::optional<at::Tensor> res_opt = residual.defined() ? c10::optional<at::Tensor>(residual) : c10::nullopt;
-
-    at::Tensor gz = through_activation(grads[0], act, out, [&] {
-      return conv2d_op(x, w, bias_opt, stride, padding, dilation, groups, "none", res_opt, algo);
-    });
-    gz = gz.contiguous(memory_format_of(x));
-
-    const auto [gx, gw] = conv_grads(gz, x, w, stride, padding, dilation, groups, false, algo_bw, need_x, need_w,
-                                     aten_only, tf32);
-    const at::Tensor gb = need_b ? gz.sum({0, 2, 3}) : at::Tensor();
-    const at::Tensor gr = need_r ? gz : at::Tensor();
+    const std::vector<at::Tensor> got = conv2d_backward(grads[0], x, w, bias_opt, res_opt, out, stride, padding,
+                                                        dilation, groups, act, algo, need,
+                                                        ctx->saved_data["aten"].toBool());
+    at::Tensor g[4];
+    for (size_t i = 0, j = 0; i < 4; ++i)
+      if (need[i]) g[i] = got[j++];
+    const at::Tensor &gx = g[0], &gw = g[1], &gb = g[2], &gr = g[3];
     return {gx, gw, gb, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), gr, at::Tensor(),
             at::Tensor()};
   }
@@ -247,16 +292,15 @@ struct PerSampleGrad : public torch::autograd::Function<PerSampleGrad> {
                                dilation = ctx->saved_data["dilation"].toIntVector();
     const int64_t groups = ctx->saved_data["groups"].toInt();
     const std::string act = ctx->saved_data["activation"].toStringRef();
-    const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
-    const bool need_b = bias.defined() && ctx->needs_input_grad(2);
+    const std::array<bool, 3> need{ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                                   bias.defined() && ctx->needs_input_grad(2)};
     const c10::optional<at::Tensor> bias_opt = bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt;
-    at::Tensor gz = through_activation(grads[0], act, out, [&] {
-      return per_sample_op(x, w, bias_opt, stride, padding, dilation, groups, "none");
-    });
-    gz = gz.contiguous(memory_format_of(x));
-    const auto [gx, gw] = conv_grads(gz, x, w, stride, padding, dilation, groups, true, "auto", need_x, need_w,
-                                     ctx->saved_data["aten"].toBool(), false);
-    const at::Tensor gb = need_b ? gz.sum({2, 3}) : at::Tensor();
+    const std::vector<at::Tensor> got = per_sample_backward(grads[0], x, w, bias_opt, out, stride, padding, dilation,
+                                                            groups, act, need, ctx->saved_data["aten"].toBool());
+    at::Tensor g[3];
+    for (size_t i = 0, j = 0; i < 3; ++i)
+      if (need[i]) g[i] = got[j++];
+    const at::Tensor &gx = g[0], &gw = g[1], &gb = g[2];
     return {gx, gw, gb, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -284,9 +328,20 @@ TORCH_LIBRARY_FRAGMENT(convkit, m) {
   m.def(
       "_conv2d_per_sample_autograd(Tensor x, Tensor w, Tensor? bias, int[2] stride, int[2] padding, "
       "int[2] dilation, int groups, str activation, bool aten_backward) -> Tensor");
+  // The backward formulas themselves, for the ops' registered autograd (convkit/_autograd.py): composite, so
+  // that torch.compile traces through them into convkit's convolutions and aten's ops.
+  m.def(
+      "_conv2d_backward(Tensor grad, Tensor x, Tensor w, Tensor? bias, Tensor? residual, Tensor out, "
+      "int[2] stride, int[2] padding, int[2] dilation, int groups, str activation, str algo, bool[4] need, "
+      "bool aten_backward) -> Tensor[]");
+  m.def(
+      "_conv2d_per_sample_backward(Tensor grad, Tensor x, Tensor w, Tensor? bias, Tensor out, int[2] stride, "
+      "int[2] padding, int[2] dilation, int groups, str activation, bool[3] need, bool aten_backward) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(convkit, CompositeImplicitAutograd, m) {
   m.impl("_conv2d_autograd", &convkit_ext::conv2d_autograd);
   m.impl("_conv2d_per_sample_autograd", &convkit_ext::per_sample_autograd);
+  m.impl("_conv2d_backward", &convkit_ext::conv2d_backward);
+  m.impl("_conv2d_per_sample_backward", &convkit_ext::per_sample_backward);
 }
