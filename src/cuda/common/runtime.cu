@@ -67,8 +67,13 @@ void* cuda_alloc(size_t bytes) {
   cudaError_t e = cudaMalloc(&p, bytes);
   if (e != cudaSuccess) {
     cudaGetLastError();
+    std::string room;
+    size_t free_b = 0, total_b = 0;
+    if (e == cudaErrorMemoryAllocation && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+      room = " (" + std::to_string(free_b) + " bytes free of " + std::to_string(total_b) + " on the device)";
+    cudaGetLastError();
     throw Error(StatusCode::cuda_error, "cudaMalloc of " + std::to_string(bytes) + " bytes failed: " +
-                                            cudaGetErrorString(e));
+                                            cudaGetErrorString(e) + room);
   }
   return p;
 }
