@@ -807,3 +807,35 @@ TEST(Timing, SpreadIsTheInterquartileRangeOverTheMedian) {
   EXPECT_DOUBLE_EQ(detail::spread({5.0, 1.0, 4.0, 2.0, 3.0}), 2.0 / 3.0);
   EXPECT_GT(detail::spread({1.0, 1.0, 10.0, 10.0, 1.0, 10.0}), detail::kNoisySpread);
 }
+
+// More device memory than the card has: Error(cuda_error) naming the bytes asked, the bytes free and the
+// card's total (the GPU is left usable: a small allocation works afterwards).
+TEST(Buffer, DeviceOutOfMemoryNamesTheBytes) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  const size_t huge = size_t(1) << 50;  // 1 PiB
+  try {
+    Buffer b(Device::cuda, huge);
+    FAIL() << "a 1 PiB device buffer was allocated";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::cuda_error) << e.what();
+    const std::string m = e.what();
+    EXPECT_NE(m.find(std::to_string(huge) + " bytes failed"), std::string::npos) << m;
+    EXPECT_NE(m.find("bytes free of"), std::string::npos) << m;
+    expect_one_line(m);
+  }
+  Buffer ok(Device::cuda, 4096);
+  EXPECT_NE(ok.data(), nullptr);
+}
+
+// More host memory than the machine has: refused up front, whatever the kernel's overcommit policy.
+TEST(Buffer, HostAllocationLargerThanTheMachineIsRefused) {
+  try {
+    Buffer b(Device::cpu, size_t(1) << 60);
+    FAIL() << "an exabyte host buffer was allocated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("host allocation of " + std::to_string(size_t(1) << 60) + " bytes failed"),
+              std::string::npos)
+        << e.what();
+    expect_one_line(e.what());
+  }
+}
