@@ -15,7 +15,8 @@
 # benchmark failed; later steps still run and everything is still written.
 #
 # Environment knobs: GPU_CHECK_BUDGET (s), GPU_CHECK_SKIP_PYTHON (non-empty: no PyTorch step),
-# GPU_CHECK_SKIP_ANCHOR (non-empty: no PyTorch cuDNN anchors after the benchmarks), TEST_FILTER (gtest filter for the GPU test run, default all),
+# GPU_CHECK_SKIP_ANCHOR (non-empty: no PyTorch cuDNN anchors after the benchmarks), TEST_FILTER (gtest filter for the GPU test run;
+# unset: the whole suite through ctest, TEST_JOBS at a time, default 10), GPU_CHECK_TESTS_S (that step's cap, default 200),
 # MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters; default: picked from the test list by algorithm name),
 # BUILD_DIR (default build-gpu), JOBS (default nproc), CUDA_ARCHS (default 90),
 # TC_ALGOS (the convkit algorithms of the NAME:DTYPE suites, default cuda_igemm_wgmma,cuda_igemm_mma,cuda_igemm_wmma).
@@ -141,12 +142,30 @@ fi
 # ---- GPU tests -----------------------------------------------------------------------------------
 if want tests; then
   if [ -x "$TESTS" ]; then
-    run_step tests 200 "$BLOG" env GTEST_BRIEF=1 "$TESTS" --gtest_filter="${TEST_FILTER:-*}"
-    st=$(status_of)
-    passed=$(grep -E '^\[  PASSED  \] [0-9]+ test' "$BLOG" | tail -1 | grep -oE '[0-9]+' | head -1)
-    failed_list=$(sed -n '/^\[  FAILED  \] [0-9]* test/,$p' "$BLOG" | grep -E '^\[  FAILED  \] [A-Za-z]' | \
-                  sed 's/^\[  FAILED  \] //; s/,.*//' | head -8 | tr '\n' ' ')
-    skipped=$(grep -E '^\[  SKIPPED \] [0-9]+ test' "$BLOG" | tail -1 | grep -oE '[0-9]+' | head -1)
+    if [ -n "${TEST_FILTER:-}" ]; then
+      run_step tests "${GPU_CHECK_TESTS_S:-200}" "$BLOG" env GTEST_BRIEF=1 "$TESTS" --gtest_filter="$TEST_FILTER"
+      st=$(status_of)
+      passed=$(grep -E '^\[  PASSED  \] [0-9]+ test' "$BLOG" | tail -1 | grep -oE '[0-9]+' | head -1)
+      failed_list=$(sed -n '/^\[  FAILED  \] [0-9]* test/,$p' "$BLOG" | grep -E '^\[  FAILED  \] [A-Za-z]' | \
+                    sed 's/^\[  FAILED  \] //; s/,.*//' | head -8 | tr '\n' ' ')
+      skipped=$(grep -E '^\[  SKIPPED \] [0-9]+ test' "$BLOG" | tail -1 | grep -oE '[0-9]+' | head -1)
+    else
+      # The whole suite: one process per test, TEST_JOBS at a time (the CPU oracles of the sweeps run in
+      # parallel; 2026-12-01 on the H200 it took ~9 minutes at -j 10, the cuDNN peer's random sweep alone
+      # 169 s: give it a device call of its own, `--only tests` with GPU_CHECK_TESTS_S=540).
+      CLOG=$TMP/ctest.log
+      run_step tests "${GPU_CHECK_TESTS_S:-200}" "$CLOG" ctest --test-dir "$BUILD" -j "${TEST_JOBS:-10}" \
+        --timeout 400 --output-on-failure
+      st=$(status_of)
+      cat "$CLOG" >>"$BLOG"
+      passed=$(grep -cE 'Test +#[0-9]+: .* Passed' "$CLOG" || true)
+      skipped=$(grep -cE 'Test +#[0-9]+: .*\*\*\*Skipped' "$CLOG" || true)
+      failed_list=$(sed -n '/The following tests FAILED:/,$p' "$CLOG" | grep -E '^\s+[0-9]+ - ' | \
+                    sed -E 's/^\s+[0-9]+ - //; s/ \(.*//' | head -8 | tr '\n' ' ')
+      unfinished=$(comm -23 <(grep -oE 'Start +[0-9]+: [^ ]+' "$CLOG" | awk '{print $3}' | sort) \
+                            <(grep -oE 'Test +#[0-9]+: [^ ]+' "$CLOG" | awk '{print $3}' | sort) | head -4 | tr '\n' ' ')
+      [ -n "$unfinished" ] && failed_list="$failed_list (still running at the cut: $unfinished)"
+    fi
     note="${passed:-0} passed"
     [ -n "$skipped" ] && note="$note, $skipped skipped"
     [ -n "$failed_list" ] && note="$note; failed: $failed_list"
