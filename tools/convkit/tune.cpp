@@ -58,6 +58,11 @@ TuneRow tune_one(const NamedProblem& np, const ConvConfig& cfg, uint64_t seed, d
     call.src = {x, cfg.dtype, cfg.layout, cfg.device, input_dims(p)};
     call.wei = {w, cfg.dtype, cfg.layout, cfg.device, weight_dims(p)};
     call.dst = {y.data(), cfg.dtype, cfg.layout, cfg.device, output_dims(p)};
+    // The planner first (what conv2d(algo = "autotune") asks): a request nothing can run fails with the same
+    // list of reasons; then the autotuner that execute() runs for an "autotune" plan, here always (re-tuning).
+    PlanOptions po;
+    po.algo = "autotune";
+    (void)convkit::plan(p, cfg, convkit::Operands::of(call.src, call.wei, call.dst, call.epilogue), po);
     const detail::TuneResult t = detail::autotune(call);
     row.winner = t.algorithm->name();
     row.variant = t.variant.empty() ? "-" : t.variant;
