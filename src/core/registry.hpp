@@ -3,8 +3,21 @@
 #pragma once
 
 #include "convkit/algorithm.hpp"
+#include "convkit/status.hpp"
 
 namespace convkit::detail {
+
+// For the algorithms that run per-sample weights only (cpu_per_sample, cuda_per_sample): their accepts(), and
+// their run()'s check (Error(unsupported) for a request without per-sample weights or a problem they refuse).
+inline Support per_sample_weights_only(const Operands& ops) {
+  if (!ops.per_sample) return Support::no("it runs per-sample weights only (conv2d_per_sample).");
+  return Support::yes();
+}
+inline void check_per_sample_call(const Algorithm& a, const ConvCall& call) {
+  if (!call.per_sample) throw Error(StatusCode::unsupported, a.name() + " runs per-sample weights only.");
+  if (Support ok = a.can_implement(call.problem, call.config); !ok)
+    throw Error(StatusCode::unsupported, a.name() + " cannot run " + call.problem.to_string() + ": " + ok.reason);
+}
 
 // CPU (always compiled; optional libraries report themselves unavailable when missing)
 const Algorithm* make_cpu_ref();

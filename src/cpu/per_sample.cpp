@@ -115,13 +115,10 @@ class CpuPerSample final : public Algorithm {
     return Support::yes();  // (tf32 requests get strict fp32 products: more accurate than asked)
   }
   Support accepts(const Conv2dProblem&, const ConvConfig&, const Operands& ops) const override {
-    if (!ops.per_sample) return Support::no("it runs per-sample weights only (conv2d_per_sample).");
-    return Support::yes();
+    return per_sample_weights_only(ops);
   }
   void run(const ConvCall& call) const override {
-    if (!call.per_sample) throw Error(StatusCode::unsupported, name() + " runs per-sample weights only.");
-    if (Support ok = can_implement(call.problem, call.config); !ok)
-      throw Error(StatusCode::unsupported, name() + " cannot run " + call.problem.to_string() + ": " + ok.reason);
+    check_per_sample_call(*this, call);
     run_per_sample(call.problem, call.src, call.wei, call.dst, call.epilogue);
   }
 };

@@ -200,13 +200,10 @@ class CudaPerSample final : public CudaAlgorithm {
     return Support::yes();
   }
   Support accepts(const Conv2dProblem&, const ConvConfig&, const Operands& ops) const override {
-    if (!ops.per_sample) return Support::no("it runs per-sample weights only (conv2d_per_sample).");
-    return Support::yes();
+    return per_sample_weights_only(ops);
   }
   void run(const ConvCall& call) const override {
-    if (!call.per_sample) throw Error(StatusCode::unsupported, name() + " runs per-sample weights only.");
-    if (Support ok = can_implement(call.problem, call.config); !ok)
-      throw Error(StatusCode::unsupported, name() + " cannot run " + call.problem.to_string() + ": " + ok.reason);
+    check_per_sample_call(*this, call);
     check_residual_overlap(call.epilogue.residual, call.dst.data, call.dst.bytes());
     run_per_sample(call.problem, call.src, call.wei, call.dst, call.epilogue, call.stream);
   }
