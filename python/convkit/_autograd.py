@@ -1,11 +1,12 @@
-"""The autograd of torch.ops.convkit, registered with torch.library.register_autograd.
+"""The autograd of torch.ops.convkit.
 
 The backward of conv2d and conv2d_per_sample is ONE implementation, in C++ (csrc/autograd.cpp,
-conv2d_backward and per_sample_backward); this file registers it: eager grad mode reaches it through the C++
-autograd Function convkit::_conv2d_autograd (no Python on the path), torch.compile and functorch transforms
-through the ops' registered autograd below, which calls the composite ops convkit::_conv2d_backward and
-convkit::_conv2d_per_sample_backward. What the formula does, with y = act(z), z = conv(x, w) + bias + residual
-and gz = dL/dz:
+conv2d_backward and per_sample_backward, in a C++ autograd Function), registered as the ops' own Autograd
+kernels: every call of the ops reaches it, torch.compile's generated code included, and a call that records
+no gradient goes below autograd without entering Python. convkit.conv2d in eager grad mode calls the same
+Function through convkit::_conv2d_autograd (with the BACKWARD switch below). This file holds the dispatch of
+convkit.conv2d's calls, the aten fallback op, and the seed's example ops' autograd. What the formula does,
+with y = act(z), z = conv(x, w) + bias + residual and gz = dL/dz:
   * through the activation: relu and relu6 use the saved output (0 < y, y < 6); silu, gelu and hardswish
     recompute z with one more convkit forward (no pre-activation copy is kept from the fused forward).
   * bias: gz summed over batch and pixels; residual: gz itself.
@@ -19,7 +20,7 @@ and gz = dL/dz:
     For conv2d_per_sample the samples are folded into groups, so each sample only meets its own gz.
 If convkit has no kernel for a backward problem (NotImplementedError, e.g. a dtype without a kernel yet), the
 whole backward falls back to aten.convolution_backward; set convkit._autograd.BACKWARD = "aten" to always
-use it (a debugging aid).
+use it (a debugging aid; it applies to convkit.conv2d / conv2d_per_sample in eager mode).
 
 Math mode of the aten fallback: convkit's float32 is strict fp32 unless the algo ends in "/tf32", and so is the
 fallback. PyTorch's own default differs: cuDNN convolutions may use TF32 (torch.backends.cudnn.conv.
@@ -48,8 +49,8 @@ def _dispatch_mode(*tensors) -> str:
     """How an eager call reaches a convolution op: "below" (no gradient can be recorded for these inputs: grad
     mode off, as in a backward without create_graph, or none requires grad; the op dispatched below autograd),
     "function" (a gradient is recorded: the op's backward formula as a C++ autograd Function), or "op"
-    (through the op's registered autograd: while torch.compile traces, which must see the plain op, and under
-    functorch transforms (vmap, grad), which need the autograd layer)."""
+    (through the op's own Autograd kernel, the same C++ Function: while torch.compile traces, which must see
+    the plain op, and under functorch transforms (vmap, grad), which need the autograd layer)."""
     if _BelowAutograd is None or torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
         return "op"
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
@@ -59,10 +60,8 @@ def _dispatch_mode(*tensors) -> str:
 
 def _call(op, autograd_op, tensors, args):
     """op(*args) as convkit.conv2d dispatches it (_dispatch_mode over the inputs that may need a gradient). Where a
-    gradient is recorded: autograd_op, the op's registered formula (_conv2d_backward, _per_sample_backward) as a
-    C++ autograd Function around the op dispatched below autograd (csrc/autograd.cpp), without torch.library's
-    Python autograd kernel in front of it (the op's dispatch into Python, its argument defaults filled from the
-    schema, the functorch checks, then a redispatch: about 70 us a call on the CPU).
+    gradient is recorded: autograd_op, the op's C++ autograd Function (csrc/autograd.cpp) with the BACKWARD
+    switch; where none is: the op below autograd, skipping even its C++ Autograd kernel.
 
     NOTE: a Python autograd.Function (2026-11-30, commit 1c27b81) cost ~13 us a conv in Function.apply and ~35 us in its
     backward's Python (CPU, 4x4x4 convs)."""
@@ -92,9 +91,6 @@ def per_sample_call(*args):
 # What the fallback calls (a module attribute so that tests can wrap it and see the precision in force).
 _aten_convolution_backward = torch.ops.aten.convolution_backward
 
-
-def _pair(v):
-    return [int(v[0]), int(v[1] if len(v) > 1 else v[0])]
 
 
 @contextlib.contextmanager
@@ -155,50 +151,6 @@ def _aten_conv_grads_fake(gz, x, w, stride, padding, dilation, groups, per_sampl
     gw = torch.empty(w.shape, dtype=w.dtype, device=w.device, memory_format=_memory_format(w)) if need_w \
         else w.new_empty(0)
     return gx, gw
-
-
-# ---- conv2d ------------------------------------------------------------------------------------------------
-
-def _conv2d_setup(ctx, inputs, output):
-    x, w, bias, stride, padding, dilation, groups, activation, residual, algo = inputs
-    ctx.save_for_backward(x, w, bias, residual, output)
-    ctx.conf = (_pair(stride), _pair(padding), _pair(dilation), groups, activation, algo)
-
-
-def _conv2d_backward(ctx, grad):
-    x, w, bias, residual, out = ctx.saved_tensors
-    stride, padding, dilation, groups, activation, algo = ctx.conf
-    need = ctx.needs_input_grad
-    want = [need[0], need[1], bias is not None and need[2], residual is not None and need[8]]
-    got = iter(torch.ops.convkit._conv2d_backward(grad, x, w, bias, residual, out, stride, padding, dilation, groups,
-                                                  activation, algo, want, BACKWARD == "aten"))
-    gx, gw, gb, gr = (next(got) if wanted else None for wanted in want)
-    return gx, gw, gb, None, None, None, None, None, gr, None
-
-
-torch.library.register_autograd("convkit::conv2d", _conv2d_backward, setup_context=_conv2d_setup)
-
-
-# ---- conv2d_per_sample -------------------------------------------------------------------------------------
-
-def _per_sample_setup(ctx, inputs, output):
-    x, w, bias, stride, padding, dilation, groups, activation = inputs
-    ctx.save_for_backward(x, w, bias, output)
-    ctx.conf = (_pair(stride), _pair(padding), _pair(dilation), groups, activation)
-
-
-def _per_sample_backward(ctx, grad):
-    x, w, bias, out = ctx.saved_tensors
-    stride, padding, dilation, groups, activation = ctx.conf
-    need = ctx.needs_input_grad
-    want = [need[0], need[1], bias is not None and need[2]]
-    got = iter(torch.ops.convkit._conv2d_per_sample_backward(grad, x, w, bias, out, stride, padding, dilation, groups,
-                                                             activation, want, BACKWARD == "aten"))
-    gx, gw, gb = (next(got) if wanted else None for wanted in want)
-    return gx, gw, gb, None, None, None, None, None
-
-
-torch.library.register_autograd("convkit::conv2d_per_sample", _per_sample_backward, setup_context=_per_sample_setup)
 
 
 # ---- the seed's example ops --------------------------------------------------------------------------------
