@@ -239,3 +239,14 @@ def test_one_backward_under_torch_compile(device):
     compiled = _leaf_grads(torch.compile(step, fullgraph=True), (x, w1, b1, w2), torch.tensor(1.0, device=device))
     for e, c in zip(eager, compiled):
         torch.testing.assert_close(c, e, rtol=1e-4, atol=1e-5)
+
+
+def test_functorch_vmap_runs_and_grad_says_it_cannot():
+    # docs/pytorch.md, "functorch": vmap works over the op; torch.func.grad raises a clear RuntimeError (a C++
+    # autograd Function; torch.library's Python registration could not either), never a wrong gradient.
+    x = torch.randn(3, 2, 5, 5)
+    w = torch.randn(4, 2, 3, 3)
+    y = torch.func.vmap(lambda s: convkit.conv2d(s[None], w, padding=1)[0])(x)
+    torch.testing.assert_close(y, F.conv2d(x, w, padding=1), rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="functorch"):
+        torch.func.grad(lambda s: convkit.conv2d(s, w, padding=1).sum())(x[:1])
