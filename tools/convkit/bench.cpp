@@ -74,7 +74,8 @@ bool via_nhwc(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg)
 }
 
 bool will_run(const Algorithm* a, const Conv2dProblem& p, const BenchSetup& plan) {
-  return a->available() && a->can_implement(p, plan.cfg) && !skipped_oracle(a, p, plan);
+  return a->available() && a->can_implement(p, plan.cfg) && a->accepts(p, plan.cfg, convkit::Operands{}) &&
+         !skipped_oracle(a, p, plan);
 }
 
 // A progress line on stderr, only when it is a terminal; cleared before each table row.
@@ -153,6 +154,10 @@ Row measure(const Algorithm* a, const NamedProblem& np, const BenchSetup& plan, 
     return r;
   }
   if (Support ok = a->can_implement(p, cfg); !ok) {
+    r.status = "unsupported", r.reason = ok.reason;
+    return r;
+  }
+  if (Support ok = a->accepts(p, cfg, convkit::Operands{}); !ok) {  // (bench's buffers are fresh: aligned)
     r.status = "unsupported", r.reason = ok.reason;
     return r;
   }
@@ -277,7 +282,9 @@ BenchSetup make_setup(const BenchOptions& o) {
                        to_string(plan.cfg.device));
   for (const Algorithm* a : algorithms()) {
     if (a->device() != plan.cfg.device) continue;
-    if (plan.all || std::find(named.begin(), named.end(), a) != named.end()) plan.algos.push_back(a);
+    // (--algo all times ordinary convolutions: the algorithms that run per-sample weights only are left out.)
+    const bool plain = bool(a->accepts(Conv2dProblem::parse("n1c1h1w1k1r1s1"), plan.cfg, convkit::Operands{}));
+    if ((plan.all && plain) || std::find(named.begin(), named.end(), a) != named.end()) plan.algos.push_back(a);
   }
   if (plan.cfg.device == Device::cuda && plan.algos.empty() && plan.all)
     throw UsageError("no CUDA algorithms in this build");
