@@ -94,6 +94,21 @@ TEST(Planner, PlanIsPureAndExecuteLogsOnce) {
   EXPECT_NE(err.find("-> " + pl.algorithm->name()), std::string::npos) << err;
 }
 
+TEST(Planner, APlanRunsOnlyTheProblemItWasMadeFor) {
+  const Conv2dProblem p = Conv2dProblem::parse("n1c4h6w6k4r3s3p1"), q = Conv2dProblem::parse("n1c4h6w6k4r1s1");
+  const Plan pl = plan(p, ConvConfig{});
+  EXPECT_EQ(pl.problem, p);
+  HostTensor x(DType::f32, Layout::nchw, input_dims(q)), w(DType::f32, Layout::nchw, weight_dims(q)),
+      y(DType::f32, Layout::nchw, output_dims(q));
+  try {
+    execute(pl, q, x.view(), w.view(), y.view());
+    FAIL() << "a plan ran another problem";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::invalid_problem);
+    EXPECT_NE(std::string(e.what()).find(p.to_string()), std::string::npos) << e.what();
+  }
+}
+
 TEST(Planner, NamedAlgorithmThatRefusesTheOperandsIsAnError) {
   const Conv2dProblem p = Conv2dProblem::parse("n1c4h6w6k4r3s3p1");
   HostTensor x(DType::f32, Layout::nchw, input_dims(p)), w(DType::f32, Layout::nchw, weight_dims(p)),

@@ -47,6 +47,11 @@ struct Operands {
   // The input's and the weight's alignment, the smaller one (what a vector or TMA load needs).
   unsigned operand_align() const { return src_align < wei_align ? src_align : wei_align; }
   std::string to_string() const;  // "aligned" or e.g. "input 4-byte aligned, per-sample weights"
+  bool operator==(const Operands& o) const {
+    return src_align == o.src_align && wei_align == o.wei_align && dst_align == o.dst_align &&
+           bias_align == o.bias_align && residual_align == o.residual_align && has_bias == o.has_bias &&
+           has_residual == o.has_residual && residual_is_dst == o.residual_is_dst && per_sample == o.per_sample;
+  }
 };
 
 // Everything one run needs. Tensors are already validated against the problem.

@@ -40,6 +40,7 @@ struct PlanVerdict {
 struct Plan {
   const Algorithm* algorithm = nullptr;  // null only when source == "autotune": execute() measures and decides
   std::string variant;                   // empty: the algorithm's own choice
+  Conv2dProblem problem;                 // what it was planned for; execute() refuses another
   ConvConfig config;                     // the request's, with the layout the plan computes in
   Layout request_layout = Layout::nchw;  // the caller's layout; != config.layout: transform in and out
   size_t workspace_bytes = 0;            // what execute() needs (0 when source == "autotune")

@@ -140,12 +140,6 @@ convkit::Conv2dProblem make_problem(const char* op, const at::Tensor& x, int64_t
   return p;
 }
 
-bool operator_equal(const convkit::Operands& a, const convkit::Operands& b) {
-  return a.src_align == b.src_align && a.wei_align == b.wei_align && a.dst_align == b.dst_align &&
-         a.bias_align == b.bias_align && a.residual_align == b.residual_align && a.has_bias == b.has_bias &&
-         a.has_residual == b.has_residual && a.residual_is_dst == b.residual_is_dst && a.per_sample == b.per_sample;
-}
-
 // The library's plan for a request (convkit::plan: algorithm, variant, the layout to compute in, workspace),
 // remembered per (problem, configuration, operands' alignment, algo, device index, and the environment that
 // names the tune cache) until the tune cache's generation changes (an entry stored, a cache opened): plan()
@@ -278,7 +272,7 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::opt
       }
       // A weight already in that layout is used in place: the plan assumed fresh buffers, so check.
       ops = convkit::Operands::of(view("x", x, layout), view("weight", w, layout), view("out", y, layout), epi);
-      if (!operator_equal(ops, pl->operands)) {
+      if (!(ops == pl->operands)) {
         convkit::ConvConfig there = request;
         there.layout = layout;
         pl = planned(p, there, ops, opt, false, device_index);

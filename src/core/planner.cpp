@@ -153,6 +153,7 @@ Plan plan(const Conv2dProblem& problem, const ConvConfig& config, const Operands
     throw Error(StatusCode::invalid_problem,
                 "variant '" + opt.variant + "' needs a named algorithm; \"" + algo + "\" picks its own.");
   Plan pl;
+  pl.problem = problem;
   pl.operands = ops;
   pl.request_layout = config.layout;
   pl.config = config;
@@ -233,6 +234,9 @@ Plan plan(const Conv2dProblem& problem, const ConvConfig& config, const Operands
 void execute(const Plan& pl, const Conv2dProblem& problem, const TensorView& src, const TensorView& wei,
              const TensorView& dst, const Epilogue& epi, void* stream, void* workspace, size_t workspace_bytes) {
   const ConvConfig& cfg = pl.config;
+  if (!(problem == pl.problem))
+    throw Error(StatusCode::invalid_problem, "the plan is for " + pl.problem.to_string() + ", not " +
+                                                 problem.to_string() + ".");
   const bool per_sample = pl.operands.per_sample;
   if (per_sample) {
     throw_if_error(validate_per_sample(problem, src, wei, dst, epi));
@@ -276,7 +280,9 @@ void execute(const Plan& pl, const Conv2dProblem& problem, const TensorView& src
       detail::log_dispatch(problem, cfg, r, per_sample);
     }
   }
-  const size_t need = workspace_of(algo, problem, cfg, call.variant);
+  // The plan's own figure, unless tuning chose the algorithm just now (the op runs a remembered plan on every
+  // call: asking the algorithm again would redo its planning each time).
+  const size_t need = pl.algorithm != nullptr ? pl.workspace_bytes : workspace_of(algo, problem, cfg, call.variant);
   Buffer owned;
   if (need > 0 && (call.workspace == nullptr || call.workspace_bytes < need)) {
     if (call.workspace != nullptr)
