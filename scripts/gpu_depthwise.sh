@@ -11,7 +11,7 @@ CUDNN_ARGS=(); [ -f "$TORCH_CUDNN/include/cudnn_version.h" ] && CUDNN_ARGS=(-DCO
 rc=0
 if [ ! -x "$BUILD/tools/convkit" ] || [ "${REBUILD:-1}" = 1 ]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${CUDNN_ARGS[@]}" >"$OUT/build.log" 2>&1 &&
-    cmake --build "$BUILD" -j "$(nproc)" >>"$OUT/build.log" 2>&1 || { echo "build FAILED"; tail -30 "$OUT/build.log"; exit 1; }
+    cmake --build "$BUILD" -j "$(nproc)" --target convkit_tests convkit >>"$OUT/build.log" 2>&1 || { echo "build FAILED"; tail -30 "$OUT/build.log"; exit 1; }
 fi
 grep -E "depthwise.*(registers|spill)" "$OUT/build.log" | head -4
 T=$BUILD/tests/convkit_tests
@@ -20,14 +20,14 @@ CONVKIT_REQUIRE_GPU=1 GTEST_BRIEF=1 timeout 240 "$T" --gtest_filter="$F" >"$OUT/
 grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/tests.log" | head -20
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for tool in memcheck racecheck; do
-  f='CudaDepthwise.*'; [ $tool = racecheck ] && f='CudaDepthwise.BitEqual*'
-  timeout 200 "$SAN" --tool $tool --error-exitcode 86 --print-limit 10 "$T" --gtest_filter="$f" >"$OUT/$tool.log" 2>&1 || rc=1
+  f=${MEMCHECK_FILTER:-CudaDepthwise.EveryVariant*}; [ $tool = racecheck ] && f=${RACECHECK_FILTER:-CudaDepthwise.BitEqual*}
+  timeout ${SAN_S:-150} "$SAN" --tool $tool --error-exitcode 86 --print-limit 10 "$T" --gtest_filter="$f" >"$OUT/$tool.log" 2>&1 || rc=1
   echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$tool.log" | tail -1)"
 done
 for spec in ${SUITES:-mobilenet_v2:bf16:nhwc efficientnet_b0:bf16:nhwc convnext_tiny:bf16:nhwc mobilenet_v2:f32:nchw efficientnet_b0:f32:nchw convnext_tiny:f32:nchw}; do
   IFS=: read -r suite dt lay <<<"$spec"
   timeout 150 "$BUILD/tools/convkit" bench --suite "$suite" --device cuda --dtype "$dt" --layout "$lay" \
-    --algo cuda_depthwise --json "$OUT/dw_${suite}_${dt}.json" >"$OUT/dw_${suite}_${dt}.txt" 2>&1 || rc=1
+    --algo cuda_depthwise --variants --json "$OUT/dw_${suite}_${dt}.json" >"$OUT/dw_${suite}_${dt}.txt" 2>&1 || rc=1
   echo "== $suite $dt $lay"; grep -E "dw|INCORRECT|geomean" "$OUT/dw_${suite}_${dt}.txt" | grep -v unsupported | head -40
 done
 exit $rc

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,11 @@ const char* kGpuDepthwiseSpecs[] = {
     "n1c8h40w40k8r31s31p15g8",       "n1c16h1w1k16r3s3p1g16",        "n2c24h1w37k24r1s5ph0pw2g24",
     "n1c16h15w15k32r3s3p1g16",       "n1c8h13w11k32r3s3p1u2g8",      "n1c9h10w10k27r5s5p2g9",
     "n3c64h23w29k64r1s1g64",         "n1c40h21w21k40r7s7p3u2d2g40",  "n1c96h28w28k96r7s7p3g96",
-    "n1c16h8w8k16r3s3p0u3g16",       "n2c48h31w5k48r3s1p1g48",       "n1c8h19w19k8r11s11p5d2g8"};
+    "n1c16h8w8k16r3s3p0u3g16",       "n2c48h31w5k48r3s1p1g48",       "n1c8h19w19k8r11s11p5d2g8",
+    // the rows kernel: a ring that wraps (one block walks the whole image), blocks that split the image
+    // (several steps each), stride 2 with 5x5 on odd sizes, dilation along H, R != S, f32's 4-channel path
+    "n2c32h70w23k32r3s3p1g32",       "n64c64h128w16k64r3s3p1g64",    "n2c48h33w31k48r5s5p2u2g48",
+    "n1c32h21w20k32r3s3p2dh2g32",    "n1c24h13w9k24r7s3ph3pw1g24",   "n2c20h17w19k20r3s3p1g20"};
 
 const Algorithm* gpu_depthwise() { return find_algorithm("cuda_depthwise"); }
 
@@ -119,6 +124,75 @@ TEST(CudaDepthwise, SixteenBitWithinBoundEveryActivation) {
         const ckt::Verdict v = ckt::check_output(*a, c, got, want.memory_order(), 1e-2, /*exact=*/false);
         EXPECT_TRUE(v.ok) << v.message;
       }
+}
+
+// Every kernel (variant) that takes a problem, not only the heuristic's: the rows, window and general
+// kernels must agree on the shapes where more than one applies.
+TEST(CudaDepthwise, EveryVariantBitEqualF32AndWithinBound16Bit) {
+  const Algorithm* a = gpu_depthwise();
+  if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  uint32_t seed = 900;
+  int act = 0, multi = 0;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const char* spec : kGpuDepthwiseSpecs)
+      for (Layout l : {Layout::nchw, Layout::nhwc}) {
+        const Conv2dProblem p = Conv2dProblem::parse(spec);
+        const ConvConfig cfg{dt, l, Device::cuda, MathMode::strict};
+        const std::vector<std::string> vs = a->variants(p, cfg);
+        ASSERT_FALSE(vs.empty()) << spec;
+        EXPECT_EQ(vs.back(), "general") << spec;
+        multi += vs.size() > 1;
+        ckt::EpilogueSpec es;
+        es.bias = true;
+        es.residual = (seed % 2) == 0;
+        es.residual_aliases_dst = es.residual && (seed % 4 == 0);
+        const bool exact = dt == DType::f32;
+        // (exact: the activations that keep small integers exact)
+        es.activation = exact ? (act++ % 2 ? Activation::relu6 : Activation::relu) : static_cast<Activation>(act++ % 6);
+        const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, exact ? ckt::Fill::small_ints : ckt::Fill::gaussian);
+        const ckt::HostTensor want = ckt::reference(c);
+        for (const std::string& v : vs) {
+          ckt::RunOpts o;
+          o.variant = v;
+          const ckt::HostTensor got = ckt::run_case(*a, c, o);
+          const ckt::Verdict verdict = ckt::check_output(*a, c, got, want.memory_order(), exact ? 1e-5 : 1e-2, exact);
+          EXPECT_TRUE(verdict.ok) << "variant " << v << ": " << verdict.message;
+        }
+      }
+  EXPECT_GT(multi, 20);  // most shapes have more than one kernel
+  // A variant that does not take the problem is refused with the list of those that do.
+  const Conv2dProblem p = Conv2dProblem::parse("n1c17h9w9k17r3s3p1g17");  // C off the vector width
+  const ConvConfig cfg{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
+  ckt::RunOpts o;
+  o.variant = "rows/256/d1";
+  const ckt::Case c = ckt::make_case(p, cfg, {}, 1, ckt::Fill::gaussian);
+  try {
+    ckt::run_case(*a, c, o);
+    ADD_FAILURE() << "the rows kernel took C = 17";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("it takes: general"), std::string::npos) << e.what();
+  }
+}
+
+// The heuristic's kernel for the common NHWC layers (the rule at variants_of in depthwise.cu): the rows
+// kernel at stride 2 and on images of 28 columns or more, the window kernel on smaller ones, the general
+// kernel where neither applies.
+TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
+  const Algorithm* a = gpu_depthwise();
+  if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
+  const ConvConfig cfg{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
+  const std::pair<const char*, const char*> want[] = {
+      {"n32c144h56w56k144r3s3p1g144", "rows/256/d1"}, {"n32c96h112w112k96r3s3p1u2g96", "rows/128/d1"},
+      {"n32c240h28w28k240r5s5p2g240", "rows/256/d1"}, {"n32c96h56w56k96r7s7p3g96", "rows/256/d1"},
+      {"n32c576h14w14k576r3s3p1u2g576", "rows/128/d1"}, {"n32c960h7w7k960r3s3p1g960", "window"},
+      {"n32c384h14w14k384r7s7p3g384", "window"},      {"n32c144h56w56k144r3s3p1u3g144", "general"},
+      {"n32c17h56w56k17r3s3p1g17", "general"}};
+  for (const auto& [spec, kernel] : want) {
+    const std::vector<std::string> vs = a->variants(Conv2dProblem::parse(spec), cfg);
+    EXPECT_EQ(vs.front(), kernel) << spec;
+    EXPECT_EQ(std::set<std::string>(vs.begin(), vs.end()).size(), vs.size()) << spec << ": a variant twice";
+  }
 }
 
 TEST(CudaDepthwise, RejectsWhatItCannotDoWithAReason) {

@@ -260,6 +260,7 @@ inline Case make_case(const Conv2dProblem& p, const ConvConfig& cfg, const Epilo
 struct RunOpts {
   bool prepare = false;          // call Algorithm::prepare() first
   unsigned char poison = 0xFF;   // the output's bytes before the run (NaN for every float type)
+  std::string variant;           // one of the algorithm's variants(), or empty: its heuristic's
 };
 
 // Runs `a` on the case on a's device: device buffers for every operand, the output poisoned (or holding
@@ -307,6 +308,7 @@ inline HostTensor run_case(const Algorithm& a, const Case& c, const RunOpts& opt
   call.epilogue.beta = c.epi.beta;
   call.workspace = ws.data();
   call.workspace_bytes = ws_bytes;
+  call.variant = opt.variant;
   if (opt.prepare) a.prepare(call);
   a.run(call);
   device_synchronize(dev);

@@ -15,7 +15,6 @@ constexpr std::string_view kOverrides[] = {
     "CONVKIT_SYNC_CHECK",               // 1: synchronise after every launch (src/cuda/common/runtime.cu)
     "CONVKIT_WINOGRAD_VARIANT",         // cpu_winograd's transform
     "CONVKIT_REGBLOCK_CFG",             // cuda_direct_regblock's channel split and chunk
-    "CONVKIT_DEPTHWISE_WINDOW",         // 0: cuda_depthwise without its register-window kernels
     "CONVKIT_IGEMM_TILE",               // cuda_igemm_simt's tile
     "CONVKIT_IGEMM_SPLITK",             // cuda_igemm_simt's split count
     "CONVKIT_WMMA_TILE",                // cuda_igemm_wmma's tile

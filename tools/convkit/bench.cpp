@@ -140,14 +140,15 @@ void set_failure(Row& r, const Error& e) {
 // weights KCRS -> KRSC once, untimed, as a model load would), the convolution runs on NHWC, and its output is
 // transformed back to NCHW for verification; the row's time is the convolution alone and transform_ms times
 // x -> NHWC plus y -> NCHW the same way.
+// `named_variant` (--variants): this one of the algorithm's variants, the row named <algo>/<variant>.
 Row measure(const Algorithm* a, const NamedProblem& np, const BenchSetup& plan, BenchOperands& o,
-            const detail::TimingOptions& topt, bool verify, bool nhwc) {
+            const detail::TimingOptions& topt, bool verify, bool nhwc, const std::string& named_variant = {}) {
   const Conv2dProblem& p = np.problem;
   ConvConfig cfg = plan.cfg;
   if (nhwc) cfg.layout = Layout::nhwc;
   Row r;
   r.problem = np;
-  r.algorithm = a->name() + (nhwc ? "+nhwc" : "");
+  r.algorithm = a->name() + (nhwc ? "+nhwc" : "") + (named_variant.empty() ? "" : "/" + named_variant);
   r.is_peer = a->is_peer();
   if (Support av = a->available(); !av) {
     r.status = "unsupported", r.reason = av.reason;
@@ -180,8 +181,8 @@ Row measure(const Algorithm* a, const NamedProblem& np, const BenchSetup& plan, 
       device_synchronize(cfg.device);
     }
     // --tuned: the variant `convkit tune` stored for this problem, when its winner is this algorithm.
-    std::string variant;
-    if (plan.tuned && !a->is_peer()) {
+    std::string variant = named_variant;
+    if (variant.empty() && plan.tuned && !a->is_peer()) {
       const convkit::Plan s = convkit::plan(p, cfg);
       if (s.algorithm == a && s.source == "tune cache") variant = s.variant;
     }
@@ -226,7 +227,8 @@ Row measure(const Algorithm* a, const NamedProblem& np, const BenchSetup& plan, 
       r.transform_ms = detail::median(tms);
     }
     r.detail = one_line(a->detail(p, cfg));
-    if (!variant.empty()) r.detail = "tuned variant " + variant + " (the heuristic's: " + r.detail + ")";
+    if (!variant.empty() && named_variant.empty())
+      r.detail = "tuned variant " + variant + " (the heuristic's: " + r.detail + ")";
   } catch (const Error& e) {
     set_failure(r, e);
     r.median_ms = NAN;
@@ -332,6 +334,9 @@ CLI::App* add_bench(CLI::App& app, BenchOptions& o) {
   sub->add_flag("--tuned", o.tuned,
                 "run each algorithm with the variant `convkit tune` stored for the problem (when the cache's "
                 "winner is that algorithm; see docs/tuning.md)");
+  sub->add_flag("--variants", o.variants,
+                "time every variant of each algorithm (its tunable tiles or kernels) as its own row, "
+                "<algo>/<variant>; an algorithm without variants keeps its one row");
   sub->add_option("--seed", o.seed, "seed of the Gaussian inputs")->capture_default_str();
   return sub;
 }
@@ -374,8 +379,8 @@ int run_bench(const BenchOptions& o) {
   std::vector<std::string> names;
   if (plan.peer) names.push_back(plan.peer->name());
   for (const Algorithm* a : plan.algos) {
-    names.push_back(a->name());
-    if (nhwc_detour_possible(plan.cfg)) names.push_back(a->name() + "+nhwc");
+    names.push_back(a->name() + (o.variants ? "/128x128x32/s3/k4" : ""));  // (the widest variant names)
+    if (nhwc_detour_possible(plan.cfg)) names.push_back(names.back() + "+nhwc");
   }
   const SystemInfo sys = system_info();
   fmt::print("convkit {} bench: {} ({} problem{}), {}, {} OpenMP threads, peer {}, seed {}\n", version(),
@@ -417,7 +422,17 @@ int run_bench(const BenchOptions& o) {
         r.status = "error", r.reason = setup_error;
       } else {
         progress.show(i + 1, plan.problems.size(), np.name, a->name());
-        r = measure(a, np, plan, ops, topt, verify, via_nhwc(a, np.problem, plan.cfg));
+        const bool nhwc = via_nhwc(a, np.problem, plan.cfg);
+        ConvConfig vcfg = plan.cfg;
+        if (nhwc) vcfg.layout = Layout::nhwc;
+        const std::vector<std::string> vs =
+            o.variants && !a->is_peer() && a->can_implement(np.problem, vcfg) ? a->variants(np.problem, vcfg)
+                                                                             : std::vector<std::string>{};
+        if (!vs.empty()) {
+          for (const std::string& v : vs) prow.push_back(measure(a, np, plan, ops, topt, verify, nhwc, v));
+          continue;
+        }
+        r = measure(a, np, plan, ops, topt, verify, nhwc);
       }
       prow.push_back(std::move(r));
     }

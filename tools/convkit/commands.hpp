@@ -33,6 +33,7 @@ struct BenchOptions {
   int runs = 50;
   bool no_verify = false;
   bool tuned = false;  // use the tune cache's variant where it names the algorithm
+  bool variants = false;  // one row per variant of each algorithm
   uint64_t seed = 1;
 };
 CLI::App* add_bench(CLI::App& app, BenchOptions& o);

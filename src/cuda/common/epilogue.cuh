@@ -33,4 +33,26 @@ struct EpilogueF32 {
 #endif
 };
 
+#if defined(__CUDACC__)
+// The activation on N values of one thread, the switch taken once instead of once per value (each case
+// is activate() with a constant, so the arithmetic is the same).
+template <int N>
+__device__ __forceinline__ void activate_all(Activation act, float* v) {
+  switch (act) {
+    case Activation::none: return;
+#define CONVKIT_ACTIVATE_ALL(A) \
+  case Activation::A:           \
+    _Pragma("unroll") for (int i = 0; i < N; ++i) v[i] = activate<float>(Activation::A, v[i]); return;
+    CONVKIT_ACTIVATE_ALL(relu)
+    CONVKIT_ACTIVATE_ALL(relu6)
+    CONVKIT_ACTIVATE_ALL(silu)
+    CONVKIT_ACTIVATE_ALL(gelu)
+    CONVKIT_ACTIVATE_ALL(hardswish)
+#undef CONVKIT_ACTIVATE_ALL
+    default:
+      for (int i = 0; i < N; ++i) v[i] = activate<float>(act, v[i]);
+  }
+}
+#endif
+
 }  // namespace convkit::detail

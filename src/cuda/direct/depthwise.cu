@@ -17,22 +17,27 @@
 //   Q (coalesced loads and stores along W), each owns kQt outputs of one column, tp / kQt rows apart.
 // The filter taps of the block's channels sit in shared memory as fp32.
 // The register-window kernels (below the general ones) take stride-1 3x3/5x5/7x7 layers: consecutive outputs
-// per thread, so each staged input feeds up to 4*S FMAs from registers.
-// nvcc -Xptxas -v (sm_90): general 32-78 registers, window 48-62, no spills.
-// measured (H200, 2026-12-01): bf16 NHWC mbv2_dw3x3_144_56 0.0587 ms (0.60x cuDNN's 0.0353), cnxt 7x7 96@56
-// 0.0959 ms (0.79x); f32 NCHW cnxt 7x7 96@56 0.153 ms (2.19x cuDNN).
+// per thread, so each staged input feeds up to 4*S FMAs from registers. The rows kernel
+// (depthwise_rows.cuh) walks a column strip down the image with its rows in a cp.async ring. Each is a
+// variant ("rows/<threads>/d<depth>", "window", "general"); variants_of says which the heuristic takes where.
+// nvcc -Xptxas -v (sm_90): general 32-78 registers, window 55-64, rows 78-100, no spills.
+// measured (H200, 2026-12-01, bf16 NHWC batch 32): mbv2_dw3x3_144_56 0.0398 ms (rows, 0.89x cuDNN's 0.0356),
+// mbv2_dw3x3s2_576_14 0.0109 ms (rows, 1.13x), cnxt 7x7 96@56 0.0735 ms (rows, 1.03x), mbv2_dw3x3_960_7
+// 0.0097 ms (window, 1.06x); f32 NCHW cnxt 7x7 96@56 0.153 ms (window, 2.19x cuDNN).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
-#include "core/overrides.hpp"
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/epilogue.cuh"
 #include "cuda/direct/direct_common.cuh"
 #include "cuda/tc/tc_common.cuh"
 
@@ -392,22 +397,36 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_window_kernel(ConvDims d, 
   }
   const int p = p0 + ps, k = k0 + kl;
   if (p >= d.p || k >= d.k) return;
+  // The epilogue in apply_epilogue's order, its activation chosen once for the thread's values.
+  const int nq = min(kQt, d.q - q0 - qs);
+  const int64_t o0 = ((n * d.p + p) * d.q + q0 + qs) * d.k + k;
   Vec<T, kVec> bv;
   if (epi.bias) bv = *reinterpret_cast<const Vec<T, kVec>*>(epi.bias + k);
 #pragma unroll
-  for (int i = 0; i < kQt; ++i) {
-    const int q = q0 + qs + i;
-    if (q >= d.q) break;
-    const int64_t o = ((n * d.p + p) * d.q + q) * d.k + k;
-    Vec<T, kVec> rv, out;
-    if (epi.residual) rv = *reinterpret_cast<const Vec<T, kVec>*>(epi.residual + o);  // read before the store
+  for (int i = 0; i < kQt; ++i)
 #pragma unroll
-    for (int e = 0; e < kVec; ++e)
-      out.v[e] = float_to_elem<T>(apply_epilogue<float>(
-          epi.activation, epi.alpha, epi.beta, acc[i][e], epi.bias != nullptr, epi.bias ? elem_to_float<T>(bv.v[e]) : 0.0f,
-          epi.residual != nullptr, epi.residual ? elem_to_float<T>(rv.v[e]) : 0.0f));
-    *reinterpret_cast<Vec<T, kVec>*>(dst + o) = out;
+    for (int e = 0; e < kVec; ++e) {
+      acc[i][e] *= epi.alpha;
+      if (epi.bias) acc[i][e] += elem_to_float<T>(bv.v[e]);
+    }
+  if (epi.residual) {
+#pragma unroll
+    for (int i = 0; i < kQt; ++i)
+      if (i < nq) {
+        const Vec<T, kVec> rv = *reinterpret_cast<const Vec<T, kVec>*>(epi.residual + o0 + i * d.k);  // before the store
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[i][e] += epi.beta * elem_to_float<T>(rv.v[e]);
+      }
   }
+  activate_all<kQt * kVec>(epi.activation, &acc[0][0]);
+#pragma unroll
+  for (int i = 0; i < kQt; ++i)
+    if (i < nq) {
+      Vec<T, kVec> out;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) out.v[e] = float_to_elem<T>(acc[i][e]);
+      *reinterpret_cast<Vec<T, kVec>*>(dst + o0 + i * d.k) = out;
+    }
 }
 
 // NCHW, R = S = kS, stride 1, dilation 1: depthwise_nchw_kernel's block layout, but each thread owns output
@@ -479,6 +498,14 @@ __global__ void __launch_bounds__(256) depthwise_nchw_window_kernel(ConvDims d, 
     dst[o] = float_to_elem<T>(epi(acc[i], k, o));
   }
 }
+
+}  // namespace
+}  // namespace convkit::detail
+
+#include "cuda/direct/depthwise_rows.cuh"
+
+namespace convkit::detail {
+namespace {
 
 // ---- planning -----------------------------------------------------------------------------------
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
@@ -568,23 +595,159 @@ int nhwc_vec(const Conv2dProblem& pb, DType dt) {
   return pb.k_per_group() == 1 && pb.c % v == 0 ? v : 1;
 }
 
-// The register-window kernels' filter width (3, 5 or 7), or 0 for the general kernels: NHWC needs the
+// cuda_depthwise's kernels, its variants: the rows kernel (depthwise_rows.cuh), the register window and the
+// general kernels (this file). variants() lists those that take the problem, the heuristic's choice first.
+// The rows kernel's variants are "rows/<threads>/d<depth>": ~threads a block (128 or 256), depth steps of rows
+// in flight ahead (1..3).
+constexpr const char* kWindow = "window";
+constexpr const char* kGeneral = "general";
+
+// The rows kernel: NHWC, the 16-byte vector path (M = 1, C a multiple of the vector), S of 3, 5 or 7,
+// stride 1 or 2 and dilation 1 along W.
+// One image's input and output under 2^31 elements (its offsets are 32-bit).
+bool rows_fits(const Conv2dProblem& pb, Layout layout, int vec) {
+  return layout == Layout::nhwc && vec > 1 && (pb.s == 3 || pb.s == 5 || pb.s == 7) &&
+         (pb.stride_w == 1 || pb.stride_w == 2) && pb.dilation_w == 1 && pb.h * pb.w * pb.c < INT_MAX &&
+         pb.p() * pb.q() * pb.k < INT_MAX;
+}
+
+struct RowsChoice {
+  int threads = kThreadsTarget, depth = 1;
+};
+
+std::string rows_name(RowsChoice c) { return "rows/" + std::to_string(c.threads) + "/d" + std::to_string(c.depth); }
+
+// "rows/<threads>/d<depth>" -> its choice; false for another name.
+bool parse_rows_variant(const std::string& v, RowsChoice& c) {
+  int th = 0, dp = 0;
+  char tail = 0;
+  if (std::sscanf(v.c_str(), "rows/%d/d%d%c", &th, &dp, &tail) != 2) return false;
+  if ((th != 128 && th != 256) || dp < 1 || dp > 3) return false;
+  c.threads = th, c.depth = dp;
+  return true;
+}
+
+// The register-window kernels' filter width (3, 5 or 7), or 0 where they do not apply: NHWC needs the
 // 16-byte vector path, stride and dilation 1 along W; NCHW a square filter with stride and dilation 1.
-// CONVKIT_DEPTHWISE_WINDOW=0 turns them off (an A/B switch for benchmarks; read here only).
 int window_size(const Conv2dProblem& pb, Layout layout, int vec) {
-  static const bool off = [] {
-    const char* e = env_override("CONVKIT_DEPTHWISE_WINDOW");
-    return e != nullptr && std::string(e) == "0";
-  }();
-  if (off || (pb.s != 3 && pb.s != 5 && pb.s != 7) || pb.stride_w != 1 || pb.dilation_w != 1) return 0;
+  if ((pb.s != 3 && pb.s != 5 && pb.s != 7) || pb.stride_w != 1 || pb.dilation_w != 1) return 0;
   if (layout == Layout::nhwc) return vec > 1 ? int(pb.s) : 0;
   return pb.r == pb.s && pb.stride_h == 1 && pb.dilation_h == 1 ? int(pb.s) : 0;
+}
+
+// NHWC rows tile: the channel lanes as plan_nhwc's window form chooses them (4-channel vectors, up to 16,
+// even for 16-bit types), tq = 4m output columns with the m in 1..7 (1..4 at stride 2) that wastes the
+// fewest columns of Q (the larger on a tie), rp rows a step to fill ~256 threads, shrunk to 64 KB of
+// shared memory; then as many steps a block as leave ~1024 blocks (of 256 threads) (each block's first window is its only
+// load that nothing overlaps).
+DwRows plan_rows(const Conv2dProblem& pb, int64_t elem, RowsChoice choice = {}) {
+  const int threads = choice.threads;
+  DwRows t;
+  t.depth = choice.depth;
+  const int lane_mult = elem == 2 ? 2 : 1;
+  const int64_t nv = pb.k / 4, P = pb.p(), Q = pb.q();
+  t.lanes = 0;
+  for (int l = 16; l >= 1; --l)
+    if (nv % l == 0 && l % lane_mult == 0) { t.lanes = l; break; }
+  if (t.lanes == 0 || (t.lanes < 4 && nv >= 8)) t.lanes = 16;
+  t.lanes = int(std::min<int64_t>(t.lanes, nv));
+  int best_m = 1;
+  int64_t best_cols = INT64_MAX;
+  for (int m = 1; m <= (pb.stride_w == 2 ? 4 : 7); ++m) {
+    const int64_t cols = (Q + 4 * m - 1) / (4 * m) * (4 * m);
+    if (cols <= best_cols) best_cols = cols, best_m = m;
+  }
+  int m = best_m;
+  t.rp = int(std::max<int64_t>(1, std::min<int64_t>(P, threads / (t.lanes * m))));
+  for (;;) {
+    const int kb = t.lanes * 4;
+    t.tq = 4 * m;
+    t.iw = int((t.tq - 1) * pb.stride_w + pb.s);
+    t.ih0 = int((t.rp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1);
+    t.nslot = int(t.ih0 + t.depth * t.rp * pb.stride_h);
+    t.smem = (int64_t(pb.r) * pb.s * kb * 4 + int64_t(t.nslot) * t.iw * kb * elem + 15) / 16 * 16;
+    if (t.smem <= 64 * 1024) break;
+    if (t.rp > 1) { t.rp = (t.rp + 1) / 2; continue; }
+    if (m > 1) { --m; continue; }
+    if (t.lanes > lane_mult && t.lanes % (2 * lane_mult) == 0) { t.lanes /= 2; continue; }
+    break;  // does not fit: rows_plan_ok says so
+  }
+  t.tiles_q = int((Q + t.tq - 1) / t.tq);
+  const int64_t total = (P + t.rp - 1) / t.rp;
+  const int64_t kblocks = (pb.k + t.lanes * 4 - 1) / (t.lanes * 4);
+  const int64_t base = int64_t(pb.n) * t.tiles_q * kblocks;
+  const int64_t target = 1024 * kThreadsTarget / threads;
+  t.steps = int(std::clamp<int64_t>((total * base + target - 1) / target, 1, total));
+  t.chunks_p = int((total + t.steps - 1) / t.steps);
+  t.threads = std::min(threads, round_up(t.lanes * m * t.rp, 32));  // whole warps
+  return t;
+}
+
+bool rows_plan_ok(const DwRows& t) { return t.smem <= 64 * 1024; }
+
+// The variants that take the problem (the pointers' alignment is checked at run time: a misaligned one
+// takes the scalar general kernel), the heuristic's first. The heuristic, from the bf16 and f32 NHWC suites
+// on the H200 (docs/perf.md, 2026-12-01): at stride 2 the rows kernel in blocks of ~128 threads (it beats
+// the general kernel 1.5-2.5x; no window kernel applies); at stride 1 the rows kernel in blocks of ~256 on
+// images of 28 columns or more, and the window kernel on smaller ones (7x7, 14x14: its one-shot tiles
+// keep more blocks in flight than a walk down 7 or 14 rows can; the rows kernel won by 0-10% from Q = 28 up
+// and lost by 4-25% below).
+std::vector<std::string> variants_of(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  const int vec = cfg.layout == Layout::nhwc ? nhwc_vec(pb, cfg.dtype) : 1;
+  const int64_t elem = elem_bytes(cfg.dtype);
+  std::vector<std::string> rows;
+  if (rows_fits(pb, cfg.layout, vec))
+    for (int th : {256, 128})
+      for (int dp = 1; dp <= 3; ++dp)
+        if (rows_plan_ok(plan_rows(pb, elem, RowsChoice{th, dp}))) rows.push_back(rows_name(RowsChoice{th, dp}));
+  const bool window = window_size(pb, cfg.layout, vec) > 0;
+  std::string first = kGeneral;
+  if (!rows.empty() && (pb.stride_w == 2 || pb.q() >= 28 || !window)) {
+    const std::string pick = rows_name(RowsChoice{pb.stride_w == 2 ? 128 : 256, 1});
+    first = std::find(rows.begin(), rows.end(), pick) != rows.end() ? pick : rows.front();
+  } else if (window) {
+    first = kWindow;
+  }
+  std::vector<std::string> v{first};
+  for (const std::string& r : rows)
+    if (r != first) v.push_back(r);
+  if (window && first != kWindow) v.push_back(kWindow);
+  if (first != kGeneral) v.push_back(kGeneral);
+  return v;
 }
 
 template <typename KernelT>
 void set_smem_attr(KernelT kernel, int64_t bytes) {
   if (bytes > 48 * 1024)
     CK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBudget)));
+}
+
+// The kernel a call runs: the named variant (it must take the problem) or the heuristic's.
+std::string kernel_for(const ConvCall& call) {
+  const std::vector<std::string> vs = variants_of(call.problem, call.config);
+  if (call.variant.empty()) return vs.front();
+  if (std::find(vs.begin(), vs.end(), call.variant) == vs.end()) {
+    std::string takes;
+    for (const std::string& v : vs) takes += (takes.empty() ? "" : ", ") + v;
+    throw Error(StatusCode::unsupported, "cuda_depthwise: variant '" + call.variant +
+                                                  "' does not take this problem (it takes: " + takes + ")");
+  }
+  return call.variant;
+}
+
+template <typename T>
+void launch_rows(const ConvCall& call, const ConvDims& d, const EpilogueTc<T>& epi, cudaStream_t st, RowsChoice choice) {
+  const Conv2dProblem& pb = call.problem;
+  const DwRows t = plan_rows(pb, int64_t(sizeof(T)), choice);
+  const dim3 grid(unsigned(int64_t(pb.n) * t.chunks_p * t.tiles_q), unsigned((pb.k + t.lanes * 4 - 1) / (t.lanes * 4)));
+  const bool s2 = pb.stride_w == 2;
+  auto kernel = pb.s == 3 ? (s2 ? depthwise_nhwc_rows_kernel<T, 3, 2> : depthwise_nhwc_rows_kernel<T, 3, 1>)
+                : pb.s == 5 ? (s2 ? depthwise_nhwc_rows_kernel<T, 5, 2> : depthwise_nhwc_rows_kernel<T, 5, 1>)
+                            : (s2 ? depthwise_nhwc_rows_kernel<T, 7, 2> : depthwise_nhwc_rows_kernel<T, 7, 1>);
+  set_smem_attr(kernel, t.smem);
+  kernel<<<grid, t.threads, t.smem, st>>>(d, t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
+                                          static_cast<T*>(call.dst.data), epi);
+  CK_LAUNCH("depthwise_nhwc_rows_kernel");
 }
 
 template <typename T>
@@ -596,16 +759,22 @@ void launch(const ConvCall& call) {
   auto* dst = static_cast<T*>(call.dst.data);
   const EpilogueTc<T> epi = EpilogueTc<T>::from(call.epilogue);
   cudaStream_t st = as_stream(call.stream);
+  std::string kernel_name = kernel_for(call);
   if (pb.output_elems() == 0) return;
   if (call.config.layout == Layout::nhwc) {
     int vec = nhwc_vec(pb, call.config.dtype);
     const auto& e = call.epilogue;
-    if (!aligned16(src) || !aligned16(dst) || (e.bias && !aligned16(e.bias)) || (e.residual && !aligned16(e.residual)))
+    // A misaligned pointer takes the scalar instance of the general kernel (the vector kernels read and
+    // write 16-byte pieces).
+    if (!aligned16(src) || !aligned16(dst) || (e.bias && !aligned16(e.bias)) || (e.residual && !aligned16(e.residual))) {
       vec = 1;
+      kernel_name = kGeneral;
+    }
+    if (RowsChoice rc; parse_rows_variant(kernel_name, rc)) return launch_rows<T>(call, d, epi, st, rc);
     const DwPlan t = plan_nhwc(pb, vec);
     const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.k + t.lanes * vec - 1) / (t.lanes * vec)));
     constexpr int kV = int(16 / sizeof(T));
-    const int wnd = window_size(pb, Layout::nhwc, vec);
+    const int wnd = kernel_name == kWindow ? window_size(pb, Layout::nhwc, vec) : 0;
     const int lane_mult = sizeof(T) == 2 ? 2 : 1;
     const DwPlan tw = wnd > 0 ? plan_nhwc(pb, 4, 16, lane_mult) : t;
     if (wnd > 0 && tw.lanes % lane_mult == 0) {
@@ -631,7 +800,7 @@ void launch(const ConvCall& call) {
   } else {
     const DwPlan t = plan_nchw(pb);
     const int64_t blocks = (int64_t(pb.n) * pb.k + t.planes - 1) / t.planes * t.tiles_p * t.tiles_q;
-    const int wnd = window_size(pb, Layout::nchw, 1);
+    const int wnd = kernel_name == kWindow ? window_size(pb, Layout::nchw, 1) : 0;
     if (wnd > 0) {
       auto kernel = wnd == 3 ? depthwise_nchw_window_kernel<T, 3>
                     : wnd == 5 ? depthwise_nchw_window_kernel<T, 5> : depthwise_nchw_window_kernel<T, 7>;
@@ -671,6 +840,12 @@ class CudaDepthwise final : public CudaAlgorithm {
     if (cfg.layout == Layout::nhwc && (pb.k + t.lanes * t.vec - 1) / (t.lanes * t.vec) > 65535)
       return Support::no("more than 65535 channel blocks (grid.y).");
     return Support::yes();
+  }
+  std::vector<std::string> variants(const Conv2dProblem& pb, const ConvConfig& cfg) const override {
+    return variants_of(pb, cfg);
+  }
+  std::string detail(const Conv2dProblem& pb, const ConvConfig& cfg) const override {
+    return "kernel " + variants_of(pb, cfg).front();
   }
   void run(const ConvCall& call) const override {
     check_residual_overlap(call.epilogue.residual, call.dst.data,
