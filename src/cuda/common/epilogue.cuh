@@ -1,8 +1,11 @@
-// The epilogue on the device for fp32 outputs: y = act(alpha*acc + bias[k] + beta*residual[o]), built on
-// detail::apply_epilogue (src/common/activation.hpp) so host and device agree on the arithmetic.
-// Passed to kernels by value. The residual may alias the output: call it (which reads residual[o]) before
-// storing to dst[o], from the thread that stores dst[o].
+// The one epilogue layer of the CUDA kernels: element conversion on the device, the fused epilogue
+// (DeviceEpilogue<T>, built on detail::apply_epilogue in src/common/activation.hpp so that host and device
+// agree on the arithmetic) and the activation over a thread's values (activate_all). Device code only: the
+// .cu files include it.
 #pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
@@ -11,29 +14,49 @@
 
 namespace convkit::detail {
 
-struct EpilogueF32 {
-  const float* bias = nullptr;      // K elements or null
-  const float* residual = nullptr;  // the output's shape and layout, or null; may equal dst
+// Element conversion on the device. T is __half, __nv_bfloat16 or float (the tf32 path).
+template <typename T>
+__device__ __forceinline__ float elem_to_float(T v);
+template <>
+__device__ __forceinline__ float elem_to_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float elem_to_float<__half>(__half v) { return __half2float(v); }
+template <>
+__device__ __forceinline__ float elem_to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T float_to_elem(float v);
+template <>
+__device__ __forceinline__ float float_to_elem<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half float_to_elem<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 float_to_elem<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// The epilogue of every CUDA kernel: y = act(alpha*acc + bias[k] + beta*residual[o]) in fp32, stored as T.
+// bias and residual are T (the output's dtype); the residual may alias the output: operator() reads
+// residual[o], so the caller stores dst[o] after calling it, from the same thread. Passed to kernels by
+// value. acc: the convolution sum of output channel k (global index; per-sample weights: the bias index
+// img*K + k); o: the output element's offset.
+template <typename T>
+struct DeviceEpilogue {
+  const T* bias = nullptr;
+  const T* residual = nullptr;
   Activation activation = Activation::none;
   float alpha = 1.0f, beta = 1.0f;
 
-  static EpilogueF32 from(const Epilogue& e) {
-    return {static_cast<const float*>(e.bias), static_cast<const float*>(e.residual), e.activation, e.alpha,
-            e.beta};
+  static DeviceEpilogue from(const Epilogue& e) {
+    return {static_cast<const T*>(e.bias), static_cast<const T*>(e.residual), e.activation, e.alpha, e.beta};
   }
 
-  // acc: the convolution sum of output channel k (global index; per-sample weights: the bias index
-  // img*K + k); o: the output element's offset.
-#if defined(__CUDACC__)
   __device__ __forceinline__ float operator()(float acc, int64_t k, int64_t o) const {
     const bool has_bias = bias != nullptr, has_res = residual != nullptr;
-    return apply_epilogue<float>(activation, alpha, beta, acc, has_bias, has_bias ? bias[k] : 0.0f, has_res,
-                                 has_res ? residual[o] : 0.0f);
+    return apply_epilogue<float>(activation, alpha, beta, acc, has_bias,
+                                 has_bias ? elem_to_float<T>(bias[k]) : 0.0f, has_res,
+                                 has_res ? elem_to_float<T>(residual[o]) : 0.0f);
   }
-#endif
 };
 
-#if defined(__CUDACC__)
 // The activation on N values of one thread, the switch taken once instead of once per value (each case
 // is activate() with a constant, so the arithmetic is the same).
 template <int N>
@@ -53,6 +76,5 @@ __device__ __forceinline__ void activate_all(Activation act, float* v) {
       for (int i = 0; i < N; ++i) v[i] = activate<float>(act, v[i]);
   }
 }
-#endif
 
 }  // namespace convkit::detail

@@ -76,7 +76,7 @@ __device__ __forceinline__ T zero_elem() {
 // thread's outputs are columns qs, qs + tq/kQt, ... of output row p0 + ps.
 template <typename T, int kVec>
 __global__ void depthwise_nhwc_kernel(ConvDims d, DwPlan t, const T* __restrict__ src, const T* __restrict__ wei,
-                                      T* dst, EpilogueTc<T> epi) {
+                                      T* dst, DeviceEpilogue<T> epi) {
   extern __shared__ float4 smem4[];
   const int RS = d.r * d.s, kb = t.lanes * kVec, M = d.kg;  // kg = K/groups = the channel multiplier
   float* s_w = reinterpret_cast<float*>(smem4);             // [R*S][kb]
@@ -230,7 +230,7 @@ __global__ void depthwise_nhwc_kernel(ConvDims d, DwPlan t, const T* __restrict_
 // plane); its outputs are rows ps, ps + tp/kQt, ... of column q0 + qs.
 template <typename T>
 __global__ void depthwise_nchw_kernel(ConvDims d, DwPlan t, const T* __restrict__ src, const T* __restrict__ wei,
-                                      T* dst, EpilogueTc<T> epi) {
+                                      T* dst, DeviceEpilogue<T> epi) {
   extern __shared__ float4 smem4[];
   const int RS = d.r * d.s, M = d.kg;
   const int ldw = t.iw;
@@ -328,7 +328,7 @@ template <typename T, int kVec, int kS>
 // accumulators and taps took 78-92 registers, 3 blocks per SM and 35% occupancy (ncu), and capping them at
 // 64 spilled. The tile still arrives in 16-byte cp.async pieces.
 __global__ void __launch_bounds__(256) depthwise_nhwc_window_kernel(ConvDims d, DwPlan t, const T* __restrict__ src,
-                                                                   const T* __restrict__ wei, T* dst, EpilogueTc<T> epi) {
+                                                                   const T* __restrict__ wei, T* dst, DeviceEpilogue<T> epi) {
   extern __shared__ float4 smem4[];
   const int kb = t.lanes * kVec, RS = d.r * kS;
   float* s_w = reinterpret_cast<float*>(smem4);   // [R*kS][kb] fp32
@@ -434,7 +434,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_window_kernel(ConvDims d, 
 // kQt+kS-1 input reads feed kQt*kS FMAs.
 template <typename T, int kS>
 __global__ void __launch_bounds__(256) depthwise_nchw_window_kernel(ConvDims d, DwPlan t, const T* __restrict__ src,
-                                                                   const T* __restrict__ wei, T* dst, EpilogueTc<T> epi) {
+                                                                   const T* __restrict__ wei, T* dst, DeviceEpilogue<T> epi) {
   extern __shared__ float4 smem4[];
   constexpr int RS = kS * kS;
   const int M = d.kg;
@@ -736,7 +736,7 @@ std::string kernel_for(const ConvCall& call) {
 }
 
 template <typename T>
-void launch_rows(const ConvCall& call, const ConvDims& d, const EpilogueTc<T>& epi, cudaStream_t st, RowsChoice choice) {
+void launch_rows(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, RowsChoice choice) {
   const Conv2dProblem& pb = call.problem;
   const DwRows t = plan_rows(pb, int64_t(sizeof(T)), choice);
   const dim3 grid(unsigned(int64_t(pb.n) * t.chunks_p * t.tiles_q), unsigned((pb.k + t.lanes * 4 - 1) / (t.lanes * 4)));
@@ -757,7 +757,7 @@ void launch(const ConvCall& call) {
   const auto* src = static_cast<const T*>(call.src.data);
   const auto* wei = static_cast<const T*>(call.wei.data);
   auto* dst = static_cast<T*>(call.dst.data);
-  const EpilogueTc<T> epi = EpilogueTc<T>::from(call.epilogue);
+  const DeviceEpilogue<T> epi = DeviceEpilogue<T>::from(call.epilogue);
   cudaStream_t st = as_stream(call.stream);
   std::string kernel_name = kernel_for(call);
   if (pb.output_elems() == 0) return;

@@ -1,5 +1,5 @@
-// Pieces shared by the CUDA direct-convolution ladder (v1_naive, v2_smem_tiled, v3_regblock): the problem's
-// sizes as a small struct passed to kernels by value, and the geometry of a staged input tile.
+// Pieces shared by the CUDA direct-convolution ladder (v1_naive, v2_smem_tiled, v3_regblock): the geometry of
+// a staged input tile (the problem's sizes, ConvDims, are in cuda/common/geometry.cuh).
 #pragma once
 
 #include <climits>
@@ -7,38 +7,9 @@
 #include <string>
 
 #include "convkit/algorithm.hpp"
+#include "cuda/common/geometry.cuh"
 
 namespace convkit::detail {
-
-// The problem's sizes as ints (the tiled kernels index shared memory and loop counters in 32 bits; global
-// offsets are always formed in 64 bits from these).
-struct ConvDims {
-  int n, c, h, w, k, r, s;
-  int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
-  int groups, cg, kg, p, q;
-};
-
-// Each size must fit an int (products are formed in 64 bits where they can pass 2^31).
-inline Support dims_fit_int(const Conv2dProblem& pb) {
-  const int64_t sizes[] = {pb.n,      pb.c,        pb.h,       pb.w,         pb.k,         pb.r,
-                           pb.s,      pb.pad_h,    pb.pad_w,   pb.stride_h,  pb.stride_w,  pb.dilation_h,
-                           pb.dilation_w, pb.groups, pb.p(),   pb.q()};
-  for (int64_t v : sizes)
-    if (v > (int64_t(1) << 28))
-      return Support::no("a size of the problem passes 2^28, which its 32-bit tile indexing does not allow.");
-  return Support::yes();
-}
-
-inline ConvDims make_dims(const Conv2dProblem& pb) {
-  ConvDims d;
-  d.n = int(pb.n), d.c = int(pb.c), d.h = int(pb.h), d.w = int(pb.w), d.k = int(pb.k), d.r = int(pb.r),
-  d.s = int(pb.s);
-  d.pad_h = int(pb.pad_h), d.pad_w = int(pb.pad_w), d.stride_h = int(pb.stride_h), d.stride_w = int(pb.stride_w);
-  d.dil_h = int(pb.dilation_h), d.dil_w = int(pb.dilation_w);
-  d.groups = int(pb.groups), d.cg = int(pb.c_per_group()), d.kg = int(pb.k_per_group());
-  d.p = int(pb.p()), d.q = int(pb.q());
-  return d;
-}
 
 // Geometry of one staged input tile (one channel, one image) that feeds tile_p x tile_q outputs.
 //

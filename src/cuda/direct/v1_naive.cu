@@ -24,7 +24,7 @@ namespace {
 // One thread per output element, grid-stride over the output in its memory order (kNhwc: k fastest).
 template <bool kNhwc>
 __global__ void conv_direct_naive_kernel(ConvDims d, const float* __restrict__ src, const float* __restrict__ wei,
-                                         float* dst, EpilogueF32 epi) {
+                                         float* dst, DeviceEpilogue<float> epi) {
   const int64_t total = int64_t(d.n) * d.k * d.p * d.q;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t n, k, p, q;
@@ -69,7 +69,7 @@ class CudaDirectNaive final : public CudaAlgorithm {
     const auto* src = static_cast<const float*>(call.src.data);
     const auto* wei = static_cast<const float*>(call.wei.data);
     auto* dst = static_cast<float*>(call.dst.data);
-    const EpilogueF32 epi = EpilogueF32::from(call.epilogue);
+    const DeviceEpilogue<float> epi = DeviceEpilogue<float>::from(call.epilogue);
     const int64_t total = call.problem.output_elems();
     constexpr int kThreads = 256;
     const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, int64_t(1) << 20);

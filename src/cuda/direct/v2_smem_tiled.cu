@@ -44,7 +44,7 @@ int64_t smem_bytes(const Conv2dProblem& pb, const TileGeom& g, int64_t cc) {
 // Thread (tx, ty) computes output pixel (p0+ty, q0+tx) for kBlockK output channels of one group and image.
 __global__ void __launch_bounds__(kTileP* kTileQ)
     conv_direct_smem_kernel(ConvDims d, SmemPlan t, const float* __restrict__ src, const float* __restrict__ wei,
-                            float* dst, EpilogueF32 epi) {
+                            float* dst, DeviceEpilogue<float> epi) {
   extern __shared__ float4 smem4[];  // float4: 16-byte alignment for the filter rows
   const int RS = d.r * d.s;
   float* s_w = reinterpret_cast<float*>(smem4);                    // [cc][R][S][kBlockK]
@@ -167,7 +167,7 @@ class CudaDirectSmem final : public CudaAlgorithm {
                     unsigned(std::min<int64_t>(pb.n, 65535)));
     conv_direct_smem_kernel<<<grid, dim3(kTileQ, kTileP), size_t(smem_bytes(pb, g, cc)), as_stream(call.stream)>>>(
         make_dims(pb), t, static_cast<const float*>(call.src.data), static_cast<const float*>(call.wei.data),
-        static_cast<float*>(call.dst.data), EpilogueF32::from(call.epilogue));
+        static_cast<float*>(call.dst.data), DeviceEpilogue<float>::from(call.epilogue));
     CK_LAUNCH("conv_direct_smem_kernel");
   }
 };

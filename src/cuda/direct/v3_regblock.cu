@@ -137,7 +137,7 @@ __device__ __forceinline__ void stage_chunk(const ConvDims& d, const RegPlan& t,
 // otherwise the raw sums go to part + z*N*K*P*Q (dst's layout) for split_reduce_kernel.
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     conv_direct_regblock_kernel(ConvDims d, RegPlan t, const float* __restrict__ src,
-                                const float* __restrict__ wei, float* dst, float* part, EpilogueF32 epi) {
+                                const float* __restrict__ wei, float* dst, float* part, DeviceEpilogue<float> epi) {
   extern __shared__ float4 smem4[];  // float4: 16-byte alignment for the filter rows and 16-byte copies
   const int RS = d.r * d.s;
   const int w_words = t.cc * RS * kWPitch, in_words = t.cc * t.cs;   // per stage; both multiples of 4
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 // One thread per output element: dst[o] = epilogue(sum over z of part[z][o]), z in order (deterministic).
 __global__ void __launch_bounds__(256)
     regblock_split_reduce_kernel(const float* __restrict__ part, int splits, int64_t total, int64_t PQ, int64_t K,
-                                 float* dst, EpilogueF32 epi) {
+                                 float* dst, DeviceEpilogue<float> epi) {
   for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += int64_t(gridDim.x) * blockDim.x) {
     float s = part[o];
     for (int z = 1; z < splits; ++z) s += part[int64_t(z) * total + o];
@@ -469,7 +469,7 @@ class CudaDirectRegblock final : public CudaAlgorithm {
     const int64_t kblocks = pb.groups * int64_t(t.kb_per_group);
     const dim3 grid(unsigned(int64_t(t.tiles_q) * t.tiles_p * ((pb.n + t.nb - 1) / t.nb)),
                     unsigned(std::min<int64_t>(kblocks, 65535)), unsigned(t.splits));
-    const EpilogueF32 epi = EpilogueF32::from(call.epilogue);
+    const DeviceEpilogue<float> epi = DeviceEpilogue<float>::from(call.epilogue);
     float* part = need > 0 ? static_cast<float*>(call.workspace) : nullptr;
     conv_direct_regblock_kernel<<<grid, kThreads, size_t(plan_smem_bytes(pb, t.cc, t.cs)), as_stream(call.stream)>>>(
         make_dims(pb), t, static_cast<const float*>(call.src.data), static_cast<const float*>(call.wei.data),

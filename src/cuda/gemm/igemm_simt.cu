@@ -58,6 +58,7 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
 #include "cuda/common/epilogue.cuh"
+#include "cuda/common/geometry.cuh"
 
 namespace convkit::detail {
 namespace {
@@ -82,7 +83,7 @@ struct IgemmArgs {
   const float* src;
   const float* wei;
   float* dst;
-  EpilogueF32 epi;  // bias, activation, residual (which may be dst itself), alpha, beta
+  DeviceEpilogue<float> epi;  // bias, activation, residual (which may be dst itself), alpha, beta
   int64_t M;              // N*P*Q
   int Ngemm;              // K/groups
   int Kgemm;              // C/groups*R*S
@@ -143,19 +144,9 @@ __global__ void __launch_bounds__(kThreads, kBlockM * kBlockN <= 64 * 64 ? 3 : 2
     const int64_t m = m0 + i;
     PixelInfo info;
     if (row0 + i < m_lim) {
-      int64_t img;
-      int p, q;
-      if (a.M <= INT_MAX) {  // NOTE: 32-bit divisions (far cheaper than 64-bit ones) whenever they suffice
-        const unsigned um = unsigned(m), upq = unsigned(a.PQ);
-        const unsigned uimg = um / upq, pq = um - uimg * upq;
-        img = uimg;
-        p = int(pq / unsigned(a.Q));
-        q = int(pq - unsigned(p) * unsigned(a.Q));
-      } else {
-        img = m / a.PQ;
-        const int64_t pq = m - img * a.PQ;
-        p = int(pq / a.Q), q = int(pq - int64_t(p) * a.Q);
-      }
+      const PixelPos px = decode_pixel(m, a.PQ, a.Q, a.M <= INT_MAX);
+      const int64_t img = px.img;
+      const int p = px.p, q = px.q;
       info.h0 = p * a.stride_h - a.pad_h;
       info.w0 = q * a.stride_w - a.pad_w;
       info.base = img * a.CHW + int64_t(g) * a.Cg * a.HW + int64_t(info.h0) * a.W + info.w0;
@@ -497,7 +488,7 @@ IgemmArgs make_args(const Conv2dProblem& pb, const TensorView& src, const Tensor
   a.src = static_cast<const float*>(src.data);
   a.wei = static_cast<const float*>(wei.data);
   a.dst = static_cast<float*>(dst.data);
-  a.epi = EpilogueF32::from(e);
+  a.epi = DeviceEpilogue<float>::from(e);
   a.M = pb.gemm_m();
   a.Ngemm = int(pb.gemm_n());
   a.Kgemm = int(pb.gemm_k());

@@ -125,7 +125,7 @@ __global__ void im2col_kernel(const Im2colArgs a) {
 
 struct EpilogueArgs {
   float* dst;       // [rows][PQ], rows = N * K
-  EpilogueF32 epi;  // its residual is never dst itself here: that case is folded into the GEMM (beta)
+  DeviceEpilogue<float> epi;  // its residual is never dst itself here: that case is folded into the GEMM (beta)
   int64_t rows, PQ, K;
 };
 
@@ -285,7 +285,7 @@ class CudaIm2colCublas final : public CudaAlgorithm {
     const bool has_bias = e.bias != nullptr;
     const bool need_pass = res_is_dst ? (has_bias || e.activation != Activation::none) : !e.is_identity();
     if (need_pass) {
-      EpilogueF32 epi = EpilogueF32::from(e);
+      DeviceEpilogue<float> epi = DeviceEpilogue<float>::from(e);
       if (res_is_dst) epi.residual = nullptr, epi.alpha = 1.0f, epi.beta = 1.0f;  // already applied by the GEMM
       EpilogueArgs ea{dst, epi, pb.n * pb.k, PQ, pb.k};
       dim3 grid, block;

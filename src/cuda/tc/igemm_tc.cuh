@@ -193,7 +193,7 @@ __device__ __forceinline__ void store_output_tile(const TcArgs& a, const float* 
                                                   int n_block, int b, int g, int split, int tid,
                                                   bool to_partials, int r_begin = 0, int r_end = BM) {
   constexpr int ES = int(sizeof(T));
-  const EpilogueTc<T> epi{static_cast<const T*>(a.bias), static_cast<const T*>(a.residual), a.act, a.alpha,
+  const DeviceEpilogue<T> epi{static_cast<const T*>(a.bias), static_cast<const T*>(a.residual), a.act, a.alpha,
                           a.beta};
   T* dst = static_cast<T*>(a.dst);
   // No residual, alpha == 1 and at most relu: the short epilogue (see below).

@@ -26,7 +26,7 @@
 // tensors (then a chunk never straddles an (r, s)); otherwise a scalar gather (e.g. C = 3), lanes along k.
 // The epilogue, fused into the store: the accumulators go to shared memory (fp32, reusing the operand
 // stages), then each thread reads back 16 bytes' worth of consecutive output channels of one pixel,
-// applies EpilogueTc (bias, activation, alpha, beta*residual, in fp32; it reads each residual element
+// applies DeviceEpilogue (bias, activation, alpha, beta*residual, in fp32; it reads each residual element
 // before the same thread overwrites it, so the residual may be dst itself) and stores them as one
 // 16-byte store when K/groups % (16 bytes / element) == 0 and dst is aligned, element by element
 // otherwise (bounds-checked for partial tiles).
@@ -64,6 +64,7 @@
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/geometry.cuh"
 #include "cuda/tc/tc_common.cuh"
 
 namespace convkit::detail {
@@ -116,7 +117,7 @@ struct WmmaArgs {
   const T* src;    // NHWC
   const T* wei;    // KRSC
   T* dst;          // NHWC
-  EpilogueTc<T> epi;  // bias, activation, residual (which may be dst itself), alpha, beta
+  DeviceEpilogue<T> epi;  // bias, activation, residual (which may be dst itself), alpha, beta
   int64_t M;       // N*P*Q
   int Ngemm;       // K/groups
   int Kgemm;       // R*S*C/groups
@@ -215,19 +216,9 @@ __global__ void __launch_bounds__(kThreads, (min_blocks_per_sm<T, kBlockM, kVec>
     const int64_t m = m0 + i;
     PixelInfo info;
     if (m < a.M) {
-      int64_t img;
-      int p, q;
-      if (a.M <= INT_MAX) {  // NOTE: 32-bit divisions (far cheaper than 64-bit ones) whenever they suffice
-        const unsigned um = unsigned(m), upq = unsigned(a.PQ);
-        const unsigned uimg = um / upq, pq = um - uimg * upq;
-        img = uimg;
-        p = int(pq / unsigned(a.Q));
-        q = int(pq - unsigned(p) * unsigned(a.Q));
-      } else {
-        img = m / a.PQ;
-        const int64_t pq = m - img * a.PQ;
-        p = int(pq / a.Q), q = int(pq - int64_t(p) * a.Q);
-      }
+      const PixelPos px = decode_pixel(m, a.PQ, a.Q, a.M <= INT_MAX);
+      const int64_t img = px.img;
+      const int p = px.p, q = px.q;
       info.h0 = p * a.stride_h - a.pad_h;
       info.w0 = q * a.stride_w - a.pad_w;
       info.base = img * a.HWC + int64_t(info.h0) * a.WC + int64_t(info.w0) * a.C + int64_t(g) * a.Cg;
@@ -445,7 +436,7 @@ void run_typed(const ConvCall& call, int bm) {
   a.src = static_cast<const T*>(call.src.data);
   a.wei = static_cast<const T*>(call.wei.data);
   a.dst = static_cast<T*>(call.dst.data);
-  a.epi = EpilogueTc<T>::from(call.epilogue);
+  a.epi = DeviceEpilogue<T>::from(call.epilogue);
   a.M = pb.gemm_m();
   a.Ngemm = int(pb.gemm_n());
   a.Kgemm = int(pb.gemm_k());

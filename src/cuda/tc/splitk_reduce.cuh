@@ -13,7 +13,7 @@ namespace {
 // Adds the split-K partials in split order and applies the epilogue: one thread per output element.
 template <typename T>
 __global__ void __launch_bounds__(256) tc_splitk_reduce_kernel(const TcArgs a) {
-  const EpilogueTc<T> epi{static_cast<const T*>(a.bias), static_cast<const T*>(a.residual), a.act, a.alpha,
+  const DeviceEpilogue<T> epi{static_cast<const T*>(a.bias), static_cast<const T*>(a.residual), a.act, a.alpha,
                           a.beta};
   T* dst = static_cast<T*>(a.dst);
   const int64_t total = a.Mtot * a.K, plane = total;

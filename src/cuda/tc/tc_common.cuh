@@ -1,5 +1,5 @@
-// What the tensor-core kernels (cuda_igemm_wmma, cuda_igemm_mma) share: the configuration gate, element
-// conversion on the device, and the fused epilogue for 16-bit and fp32 outputs.
+// What the tensor-core kernels (cuda_igemm_wmma, cuda_igemm_mma, cuda_igemm_wgmma) share: the configuration
+// gate and tf32 rounding. Element conversion and the fused epilogue are cuda/common/epilogue.cuh's.
 //
 // Tensor-core configurations: NHWC activations with KRSC weights, and
 //   f16 or bf16 tensors (fp32 accumulation, output rounded once, to nearest even), or
@@ -16,6 +16,7 @@
 #include "common/activation.hpp"
 #include "convkit/algorithm.hpp"
 #include "convkit/epilogue.hpp"
+#include "cuda/common/epilogue.cuh"
 
 namespace convkit::detail {
 
@@ -46,46 +47,5 @@ __device__ __forceinline__ uint32_t tf32_rne_bits(uint32_t f) {
 #endif
 }
 __device__ __forceinline__ float tf32_rne(float f) { return __uint_as_float(tf32_rne_bits(__float_as_uint(f))); }
-
-// Element conversion on the device. T is __half, __nv_bfloat16 or float (the tf32 path).
-template <typename T>
-__device__ __forceinline__ float elem_to_float(T v);
-template <>
-__device__ __forceinline__ float elem_to_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ float elem_to_float<__half>(__half v) { return __half2float(v); }
-template <>
-__device__ __forceinline__ float elem_to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T float_to_elem(float v);
-template <>
-__device__ __forceinline__ float float_to_elem<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half float_to_elem<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 float_to_elem<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-// y = act(alpha*acc + bias[k] + beta*residual[o]) in fp32, stored as T. bias and residual are T (the
-// output's dtype); the residual may alias the output: operator() reads residual[o], so the caller stores
-// dst[o] after calling it, from the same thread.
-template <typename T>
-struct EpilogueTc {
-  const T* bias = nullptr;
-  const T* residual = nullptr;
-  Activation activation = Activation::none;
-  float alpha = 1.0f, beta = 1.0f;
-
-  static EpilogueTc from(const Epilogue& e) {
-    return {static_cast<const T*>(e.bias), static_cast<const T*>(e.residual), e.activation, e.alpha, e.beta};
-  }
-
-  __device__ __forceinline__ float operator()(float acc, int64_t k, int64_t o) const {
-    const bool has_bias = bias != nullptr, has_res = residual != nullptr;
-    return apply_epilogue<float>(activation, alpha, beta, acc, has_bias,
-                                 has_bias ? elem_to_float<T>(bias[k]) : 0.0f, has_res,
-                                 has_res ? elem_to_float<T>(residual[o]) : 0.0f);
-  }
-};
 
 }  // namespace convkit::detail
