@@ -23,8 +23,12 @@ std::vector<float> small_ints(size_t n, std::mt19937& rng) {
 }
 
 TEST(Depthwise, BitEqualToReferenceOnLargerShapes) {
-  const char* specs[] = {"n2c48h37w29k48r3s3p1g48", "n1c40h23w31k40r5s5p2u2g40", "n2c19h17w16k19r3s3p3d2g19",
-                         "n1c16h15w15k16r7s7p3g16", "n3c70h9w11k70r3s3p1u2g70"};
+  // (the NCHW register blocks, 4 rows x 16 columns at stride 1 along W, with edge rows and columns and a
+  // row remainder around them: the 37x41, 45x70, 30x52 and 64x40 shapes)
+  const char* specs[] = {"n2c48h37w29k48r3s3p1g48",  "n1c40h23w31k40r5s5p2u2g40",       "n2c19h17w16k19r3s3p3d2g19",
+                         "n1c16h15w15k16r7s7p3g16",  "n3c70h9w11k70r3s3p1u2g70",        "n2c5h37w41k5r3s3p1g5",
+                         "n1c3h45w70k3r5s5p4d2g3",   "n1c4h30w52k4r7s3ph3pw1uh2uw1g4", "n1c2h64w40k2r3s3p0g2",
+                         "n1c3h21w33k3r3s3p2g3"};
   std::mt19937 rng(5);
   for (const char* spec : specs)
     for (Layout l : {Layout::nchw, Layout::nhwc})

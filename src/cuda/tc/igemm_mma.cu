@@ -366,6 +366,14 @@ int blocks_per_sm_of_tile() {
 
 constexpr int kNumTiles = 6;
 
+// The variant -> kernel table, row by row (the variant is the name then /k<splits>; WM x WN warps, ST stages;
+// every kernel in this file, the aligned or the checked instance as run() finds the pointers):
+//   128x128w8   igemm_mma_kernel<T, 128, 128, 2, 4, 4>
+//   256x128w8   igemm_mma_kernel<T, 256, 128, 4, 2, 5>
+//   128x128w4   igemm_mma_kernel<T, 128, 128, 2, 2, 4>
+//   128x64w4    igemm_mma_kernel<T, 128, 64, 2, 2, 4>
+//   64x128w4    igemm_mma_kernel<T, 64, 128, 1, 4, 4>
+//   64x64w4     igemm_mma_kernel<T, 64, 64, 2, 2, 4>
 template <typename T>
 const std::array<Tile, kNumTiles>& tiles() {
   // Warp tiles: 64x64 (256x128w8, 128x128w4), 64x32 (128x128w8, 128x64w4, 64x128w4), 32x32 (64x64w4).

@@ -318,6 +318,22 @@ Tile extra_tile(int i) {
     return {128, 64, 12, 0.99, 0.397, launch_persistent_tile<T, 128, 64, 6>, one_block_per_sm, 6, true};
 }
 
+// The variant -> kernel table, row by row (the variant is the name then /k<splits>; kernels' template
+// arguments: T, BM, BN, stages):
+//   128x128w8      igemm_wgmma_kernel<T, 128, 128, 4>             igemm_wgmma_gather.cuh
+//   128x256w8      igemm_wgmma_kernel<T, 128, 256, 4>
+//   256x128w16     igemm_wgmma_kernel<T, 256, 128, 4>
+//   128x64w8       igemm_wgmma_kernel<T, 128, 64, 4>
+//   64x128w4       igemm_wgmma_kernel<T, 64, 128, 4>
+//   64x64w4        igemm_wgmma_kernel<T, 64, 64, 4>
+//   128x128w8s3    igemm_wgmma_kernel<T, 128, 128, 3>
+//   128x64w8s3     igemm_wgmma_kernel<T, 128, 64, 3>
+//   128x64w12s8    igemm_wgmma_ws_kernel<T, 128, 64, 8>           igemm_wgmma_ws.cuh
+//   128x128w12s6   igemm_wgmma_ws_kernel<T, 128, 128, 6>
+//   128x64w12s4    igemm_wgmma_ws_kernel<T, 128, 64, 4>
+//   128x256w12s4   igemm_wgmma_ws_kernel<float, 128, 256, 4>      (tf32 only; extra_tile)
+//   128x128w12s4p  igemm_wgmma_persistent_kernel<T, 128, 128, 4>  igemm_wgmma_persistent.cuh (16-bit only)
+//   128x64w12s6p   igemm_wgmma_persistent_kernel<T, 128, 64, 6>   (16-bit only)
 template <typename T>
 const std::array<Tile, kNumTiles>& tiles() {
   // 1, 2 or 4 warpgroups of 64 rows. 4 stages: one block per SM (128x256, 256x128, 128x128), two (128x64,
