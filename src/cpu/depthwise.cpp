@@ -9,10 +9,8 @@
 //         the rest one tap at a time over the row: per tap the pixels whose input column lies inside the
 //         image form one range, each adding C contiguous inputs times the tap's C filter values (the
 //         filters transposed once per call to [r][s][c]).
-//   NCHW: at stride 1 along W the interior (outputs whose every tap lies inside the image) in blocks of 4
-//         rows x 16 columns of one channel, accumulated in registers over all the taps; the rest one output
-//         row at a time, the row's outputs accumulated together per tap, the outputs whose input column
-//         lies inside the image forming one range (no per-element test).
+//   NCHW: one output row of one channel at a time, the Q outputs of the row accumulated together; per tap,
+//         the row's outputs whose input column lies inside the image form one range (no per-element test).
 // Any R, S, stride, dilation and padding; f32; fp32 sums in tap order (bit-equal to cpu_ref on small
 // integers). The epilogue (alpha, bias, residual, activation) is applied as each output is stored; the
 // residual may alias the output (each element is read, then written, by the thread that computes it).
@@ -129,109 +127,50 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
   }
 }
 
-// NCHW, one output row of one plane, tap by tap over the row: acc[q] += x * w for the outputs q whose input
-// column lies inside the image, except those in [skip_lo, skip_hi) (the register blocks' columns).
-void nchw_row_pass(const Conv2dProblem& pb, const float* xc, const float* wc, int64_t p, float* acc, int64_t skip_lo,
-                   int64_t skip_hi) {
-  const int64_t H = pb.h, W = pb.w, Q = pb.q();
-  const int64_t sw = pb.stride_w, pw = pb.pad_w, dw = pb.dilation_w;
-  for (int64_t r = 0; r < pb.r; ++r) {
-    const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
-    if (h < 0 || h >= H) continue;
-    const float* xr = xc + h * W;
-    for (int64_t s = 0; s < pb.s; ++s) {
-      const float wv = wc[r * pb.s + s];
-      // The outputs q whose input column q*sw - pw + s*dw lies in [0, W): [q_lo, q_hi), less the skipped ones.
-      const int64_t off = s * dw - pw;
-      const int64_t q_lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
-      const int64_t q_hi = std::min(Q, W - off <= 0 ? int64_t(0) : (W - off + sw - 1) / sw);
-      const int64_t ranges[2][2] = {{q_lo, std::min(q_hi, skip_lo)}, {std::max(q_lo, skip_hi), q_hi}};
-      for (const auto& rg : ranges) {
-        if (sw == 1) {
-          const float* xs = xr + off;
-#pragma omp simd
-          for (int64_t q = rg[0]; q < rg[1]; ++q) acc[q] += xs[q] * wv;
-        } else {
-          for (int64_t q = rg[0]; q < rg[1]; ++q) acc[q] += xr[q * sw + off] * wv;
-        }
-      }
-    }
-  }
-}
-
 void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y, const Epilogue& e) {
   const int64_t C = pb.c, H = pb.h, W = pb.w, P = pb.p(), Q = pb.q(), RS = pb.r * pb.s;
-  const int64_t pw = pb.pad_w, dw = pb.dilation_w, sh = pb.stride_h, ph = pb.pad_h, dh = pb.dilation_h;
+  const int64_t sw = pb.stride_w, pw = pb.pad_w, dw = pb.dilation_w;
   const float* bias = static_cast<const float*>(e.bias);
   const float* res = static_cast<const float*>(e.residual);
   const bool plain = bias == nullptr && res == nullptr && e.activation == Activation::none && e.alpha == 1.0f;
-  // The interior at stride 1 along W: the output rows [pa, pb_) and columns [qa, qb) whose every tap lies
-  // inside the image. There blocks of kPB rows x 16 columns are accumulated in registers over all the taps
-  // (kPB independent sums; one load per multiply-add instead of the row pass's load, load and store), in the
-  // row pass's tap order, so the sums are the same.
-  constexpr int64_t kPB = 4;
-  int64_t qa = 0, qb = 0, pa = 0, pb_ = 0;
-  if (pb.stride_w == 1) {
-    qa = std::min(Q, pw);
-    qb = std::max(qa, std::min(Q, W - 1 - (pb.s - 1) * dw + pw + 1));
-    qb = qa + (qb - qa) / 16 * 16;
-    pa = std::min(P, (ph + sh - 1) / sh);
-    const int64_t last = H - 1 - (pb.r - 1) * dh + ph;  // p*sh - ph + (R-1)*dh <= H - 1
-    pb_ = last < 0 ? pa : std::max(pa, std::min(P, last / sh + 1));
-  }
 #pragma omp parallel
   {
-    std::vector<float> rows(static_cast<size_t>(kPB * Q));
+    std::vector<float> row(static_cast<size_t>(Q));
 #pragma omp for collapse(2) schedule(static)
     for (int64_t n = 0; n < pb.n; ++n)
       for (int64_t c = 0; c < C; ++c) {
         const float* xc = x + (n * C + c) * H * W;
         const float* wc = w + c * RS;
         float* yc = y + (n * C + c) * P * Q;
-        for (int64_t p = 0; p < P;) {
-          const bool block = qb > qa && p >= pa && p + kPB <= pb_;
-          const int64_t nrows = block ? kPB : 1;
-          std::fill(rows.begin(), rows.begin() + nrows * Q, 0.0f);
-          if (block) {
-            for (int64_t q0 = qa; q0 < qb; q0 += 16) {
-              v16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
-              const float* x0 = xc + (p * sh - ph) * W + q0 - pw;
-              const int64_t row_step = sh * W;
-              for (int64_t r = 0; r < pb.r; ++r) {
-                const float* xr = x0 + r * dh * W;
-                for (int64_t s = 0; s < pb.s; ++s) {
-                  v16 wv, v0, v1, v2, v3;
-                  const float t = wc[r * pb.s + s];
-                  for (int i = 0; i < 16; ++i) wv[i] = t;
-                  const float* xs = xr + s * dw;
-                  load16(v0, xs);
-                  load16(v1, xs + row_step);
-                  load16(v2, xs + 2 * row_step);
-                  load16(v3, xs + 3 * row_step);
-                  a0 += v0 * wv;
-                  a1 += v1 * wv;
-                  a2 += v2 * wv;
-                  a3 += v3 * wv;
-                }
+        for (int64_t p = 0; p < P; ++p) {
+          std::fill(row.begin(), row.end(), 0.0f);
+          float* acc = row.data();
+          for (int64_t r = 0; r < pb.r; ++r) {
+            const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
+            if (h < 0 || h >= H) continue;
+            const float* xr = xc + h * W;
+            for (int64_t s = 0; s < pb.s; ++s) {
+              const float wv = wc[r * pb.s + s];
+              // The outputs q whose input column q*sw - pw + s*dw lies in [0, W): [q_lo, q_hi).
+              const int64_t off = s * dw - pw;
+              const int64_t q_lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+              const int64_t q_hi = std::min(Q, W - off <= 0 ? int64_t(0) : (W - off + sw - 1) / sw);
+              if (sw == 1) {
+                const float* xs = xr + off;
+#pragma omp simd
+                for (int64_t q = q_lo; q < q_hi; ++q) acc[q] += xs[q] * wv;
+              } else {
+                for (int64_t q = q_lo; q < q_hi; ++q) acc[q] += xr[q * sw + off] * wv;
               }
-              store16(rows.data() + q0, a0);
-              store16(rows.data() + Q + q0, a1);
-              store16(rows.data() + 2 * Q + q0, a2);
-              store16(rows.data() + 3 * Q + q0, a3);
             }
           }
-          for (int64_t j = 0; j < nrows; ++j) {
-            float* acc = rows.data() + j * Q;
-            nchw_row_pass(pb, xc, wc, p + j, acc, block ? qa : 0, block ? qb : 0);
-            float* yr = yc + (p + j) * Q;
-            if (plain) {
-              std::memcpy(yr, acc, sizeof(float) * size_t(Q));
-            } else {
-              const int64_t base = (n * C + c) * P * Q + (p + j) * Q;
-              for (int64_t q = 0; q < Q; ++q) yr[q] = finish(e, bias, res, acc[q], c, base + q);
-            }
+          float* yr = yc + p * Q;
+          if (plain) {
+            std::memcpy(yr, acc, sizeof(float) * size_t(Q));
+          } else {
+            const int64_t base = (n * C + c) * P * Q + p * Q;
+            for (int64_t q = 0; q < Q; ++q) yr[q] = finish(e, bias, res, acc[q], c, base + q);
           }
-          p += nrows;
         }
       }
   }
