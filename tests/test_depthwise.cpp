@@ -4,7 +4,9 @@
 // heuristic choosing it for depthwise layers only.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -28,7 +30,7 @@ TEST(Depthwise, BitEqualToReferenceOnLargerShapes) {
   const char* specs[] = {"n2c48h37w29k48r3s3p1g48",  "n1c40h23w31k40r5s5p2u2g40",       "n2c19h17w16k19r3s3p3d2g19",
                          "n1c16h15w15k16r7s7p3g16",  "n3c70h9w11k70r3s3p1u2g70",        "n2c5h37w41k5r3s3p1g5",
                          "n1c3h45w70k3r5s5p4d2g3",   "n1c4h30w52k4r7s3ph3pw1uh2uw1g4", "n1c2h64w40k2r3s3p0g2",
-                         "n1c3h21w33k3r3s3p2g3"};
+                         "n1c3h21w33k3r3s3p2g3",     "n1c3h20w120k3r3s3p1u2g3",         "n1c5h16w40k5r5s5p2u3g5"};
   std::mt19937 rng(5);
   for (const char* spec : specs)
     for (Layout l : {Layout::nchw, Layout::nhwc})
@@ -50,6 +52,34 @@ TEST(Depthwise, BitEqualToReferenceOnLargerShapes) {
         ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
             << spec << " " << to_string(l) << " act " << int(act);
       }
+}
+
+// An infinite filter value: where its tap falls outside the image the sum skips it, as cpu_ref does (the NCHW
+// kernel's zero-padded plane would make 0 * inf = NaN there, so such a plane takes the row pass).
+TEST(Depthwise, AnInfiniteWeightGivesTheReferencesNaNsAndInfinities) {
+  const Conv2dProblem p = Conv2dProblem::parse("n1c3h9w21k3r3s3p1g3");
+  std::mt19937 rng(11);
+  auto x = small_ints(size_t(p.input_elems()), rng), w = small_ints(size_t(p.weight_elems()), rng);
+  w[0] = std::numeric_limits<float>::infinity();  // channel 0, tap (0, 0): outside the image on row 0, column 0
+  for (Layout l : {Layout::nchw, Layout::nhwc}) {
+    std::vector<float> want(size_t(p.output_elems())), got(want.size());
+    for (auto* y : {&want, &got}) {
+      RunOptions o;
+      o.algo = y == &want ? "cpu_ref" : "cpu_depthwise";
+      conv2d(p, ckt::cpu_f32_view(x, l, input_dims(p)), ckt::cpu_f32_view(w, l, weight_dims(p)),
+             ckt::cpu_f32_view(*y, l, output_dims(p)), Epilogue{}, o);
+    }
+    int finite = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(got[i])) << to_string(l) << " element " << i;
+      } else {
+        EXPECT_EQ(got[i], want[i]) << to_string(l) << " element " << i;
+        finite += std::isfinite(want[i]);
+      }
+    }
+    EXPECT_GT(finite, 0);
+  }
 }
 
 TEST(Depthwise, TheHeuristicChoosesItForDepthwiseLayersOnly) {

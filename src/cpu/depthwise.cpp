@@ -9,16 +9,20 @@
 //         the rest one tap at a time over the row: per tap the pixels whose input column lies inside the
 //         image form one range, each adding C contiguous inputs times the tap's C filter values (the
 //         filters transposed once per call to [r][s][c]).
-//   NCHW: one output row of one channel at a time, the Q outputs of the row accumulated together; per tap,
-//         the row's outputs whose input column lies inside the image form one range (no per-element test).
+//   NCHW: each (image, channel) plane copied into a zero-padded buffer, its columns split by the stride's
+//         phase, then blocks of 4 output rows x 16 columns accumulated in registers over all the taps; the
+//         row pass (one output row at a time, per tap the outputs whose input column lies inside the image
+//         as one range) for long rows at stride > 1 and for a filter with a non-finite value.
 // Any R, S, stride, dilation and padding; f32; fp32 sums in tap order (bit-equal to cpu_ref on small
 // integers). The epilogue (alpha, bias, residual, activation) is applied as each output is stored; the
 // residual may alias the output (each element is read, then written, by the thread that computes it).
 // Parallelism: OpenMP over (image, output row) in NHWC, over (image, channel) planes in NCHW.
-// Workspace: the transposed filters (R*S*C floats) in NHWC; none in NCHW.
-// measured (2-vCPU Zen 4, MobileNetV2 batch 1, vs oneDNN 2.6.3; 2026-11-30): depthwise layers 0.35-0.77x NHWC,
-// 0.20-0.99x NCHW (were 0.02-0.04x / 0.12-0.47x as C one-channel convolutions). docs/kernels.md, docs/perf.md.
+// Workspace: the transposed filters (R*S*C floats) in NHWC; none in NCHW (the padded plane is per thread).
+// measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3; 2026-12-01): the MobileNetV2, EfficientNet-B0 and
+// ConvNeXt-T depthwise layers in NCHW 0.31-1.41x (geomean 0.80x); MobileNetV2 NHWC 0.35-0.77x (2026-11-30).
+// docs/kernels.md, docs/perf.md.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -127,51 +131,136 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
   }
 }
 
-void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y, const Epilogue& e) {
-  const int64_t C = pb.c, H = pb.h, W = pb.w, P = pb.p(), Q = pb.q(), RS = pb.r * pb.s;
+// NCHW, one (image, channel) plane, one output row at a time, tap by tap over the row: per tap the outputs
+// whose input column lies inside the image form one range. Used where the padded plane cannot be (a
+// non-finite filter value: padding zeros times it would give NaN where the sum skips the tap) or is slower
+// (long rows at stride > 1, see run_nchw).
+void nchw_plane_rows(const Conv2dProblem& pb, const float* xc, const float* wc, float* yc, float* acc,
+                     const Epilogue& e, int64_t c, int64_t plane_base) {
+  const int64_t H = pb.h, W = pb.w, P = pb.p(), Q = pb.q();
   const int64_t sw = pb.stride_w, pw = pb.pad_w, dw = pb.dilation_w;
   const float* bias = static_cast<const float*>(e.bias);
   const float* res = static_cast<const float*>(e.residual);
   const bool plain = bias == nullptr && res == nullptr && e.activation == Activation::none && e.alpha == 1.0f;
+  for (int64_t p = 0; p < P; ++p) {
+    std::fill(acc, acc + Q, 0.0f);
+    for (int64_t r = 0; r < pb.r; ++r) {
+      const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
+      if (h < 0 || h >= H) continue;
+      const float* xr = xc + h * W;
+      for (int64_t s = 0; s < pb.s; ++s) {
+        const float wv = wc[r * pb.s + s];
+        const int64_t off = s * dw - pw;
+        const int64_t q_lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+        const int64_t q_hi = std::min(Q, W - off <= 0 ? int64_t(0) : (W - off + sw - 1) / sw);
+        if (sw == 1) {
+          const float* xs = xr + off;
+#pragma omp simd
+          for (int64_t q = q_lo; q < q_hi; ++q) acc[q] += xs[q] * wv;
+        } else {
+          for (int64_t q = q_lo; q < q_hi; ++q) acc[q] += xr[q * sw + off] * wv;
+        }
+      }
+    }
+    float* yr = yc + p * Q;
+    if (plain) {
+      std::memcpy(yr, acc, sizeof(float) * size_t(Q));
+    } else {
+      for (int64_t q = 0; q < Q; ++q) yr[q] = finish(e, bias, res, acc[q], c, plane_base + p * Q + q);
+    }
+  }
+}
+
+// NCHW: each (image, channel) plane is first copied into a zero-padded buffer, its columns split by the
+// stride's phase (padded column x goes to phase x % u at x / u), so that every tap of every output reads
+// a contiguous run: no per-tap ranges. Then blocks of 4 output rows x 16 columns are accumulated in
+// registers over all the taps, in tap order (the sums are the row pass's, plus exact zeros).
+// NOTE: the row pass alone spent most of its time on each tap's range and loop setup over short rows
+// (~17 GFLOP/s on 3x3 144@56, batch 1); register blocks that kept it for the edge columns were slower
+// still (docs/perf.md, 2026-12-01, commit a69d578).
+void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y, const Epilogue& e) {
+  const int64_t C = pb.c, H = pb.h, W = pb.w, P = pb.p(), Q = pb.q(), R = pb.r, S = pb.s, RS = R * S;
+  const int64_t sh = pb.stride_h, sw = pb.stride_w, ph = pb.pad_h, pw = pb.pad_w, dh = pb.dilation_h,
+                dw = pb.dilation_w;
+  const float* bias = static_cast<const float*>(e.bias);
+  const float* res = static_cast<const float*>(e.residual);
+  const bool plain = bias == nullptr && res == nullptr && e.activation == Activation::none && e.alpha == 1.0f;
+  constexpr int64_t kPB = 4, kQV = 16;
+  const int64_t P4 = (P + kPB - 1) / kPB * kPB, Q16 = (Q + kQV - 1) / kQV * kQV;
+  const int64_t Hp = (P4 - 1) * sh + (R - 1) * dh + 1;  // padded rows the blocks read
+  const int64_t Wph = Q16 + (S - 1) * dw / sw + 1;      // columns per stride phase
+  const int64_t phase_elems = Hp * Wph;
+  // NOTE: at stride 2 along W on long rows the row pass stays (3x3 96@112 -> 56: 0.36-0.46 ms against the
+  // padded plane's 0.42-0.56, whose strided copy is then most of the work); on shorter ones the padded plane
+  // wins (144@56 -> 28: 0.19-0.24 against 0.24-0.25; 576@14 -> 7: 0.09-0.12 against 0.17). Batch 1, 2-vCPU
+  // Zen 4, 2026-12-01.
+  const bool padded = sw == 1 || Q < 48;
 #pragma omp parallel
   {
-    std::vector<float> row(static_cast<size_t>(Q));
+    std::vector<float> xp(static_cast<size_t>(sw * phase_elems)), acc(static_cast<size_t>(Q));
 #pragma omp for collapse(2) schedule(static)
     for (int64_t n = 0; n < pb.n; ++n)
       for (int64_t c = 0; c < C; ++c) {
         const float* xc = x + (n * C + c) * H * W;
         const float* wc = w + c * RS;
         float* yc = y + (n * C + c) * P * Q;
-        for (int64_t p = 0; p < P; ++p) {
-          std::fill(row.begin(), row.end(), 0.0f);
-          float* acc = row.data();
-          for (int64_t r = 0; r < pb.r; ++r) {
-            const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
-            if (h < 0 || h >= H) continue;
-            const float* xr = xc + h * W;
-            for (int64_t s = 0; s < pb.s; ++s) {
-              const float wv = wc[r * pb.s + s];
-              // The outputs q whose input column q*sw - pw + s*dw lies in [0, W): [q_lo, q_hi).
-              const int64_t off = s * dw - pw;
-              const int64_t q_lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
-              const int64_t q_hi = std::min(Q, W - off <= 0 ? int64_t(0) : (W - off + sw - 1) / sw);
-              if (sw == 1) {
-                const float* xs = xr + off;
-#pragma omp simd
-                for (int64_t q = q_lo; q < q_hi; ++q) acc[q] += xs[q] * wv;
+        const int64_t plane_base = (n * C + c) * P * Q;
+        bool finite = true;
+        for (int64_t t = 0; t < RS; ++t) finite = finite && std::isfinite(wc[t]);
+        if (!finite || !padded) {
+          nchw_plane_rows(pb, xc, wc, yc, acc.data(), e, c, plane_base);
+          continue;
+        }
+        // The padded, phase-split plane: padded row hr = h + ph, column xq = w + pw -> [xq % sw][hr][xq / sw].
+        std::fill(xp.begin(), xp.end(), 0.0f);
+        for (int64_t hr = 0; hr < Hp; ++hr) {
+          const int64_t h = hr - ph;
+          if (h < 0 || h >= H) continue;
+          const float* xr = xc + h * W;
+          if (sw == 1) {
+            const int64_t w_hi = std::min(W, Wph - pw);  // columns past the blocks' reach are not needed
+            if (w_hi > 0) std::memcpy(xp.data() + hr * Wph + pw, xr, sizeof(float) * size_t(w_hi));
+          } else {
+            // Phase f holds the input columns wi with (wi + pw) % sw == f, at (wi + pw) / sw.
+            for (int64_t f = 0; f < sw; ++f) {
+              const int64_t w0 = ((f - pw) % sw + sw) % sw;
+              float* dst = xp.data() + f * phase_elems + hr * Wph;
+              for (int64_t wi = w0, idx = (w0 + pw) / sw; wi < W && idx < Wph; wi += sw, ++idx) dst[idx] = xr[wi];
+            }
+          }
+        }
+        for (int64_t p0 = 0; p0 < P; p0 += kPB)
+          for (int64_t q0 = 0; q0 < Q; q0 += kQV) {
+            v16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+            for (int64_t r = 0; r < R; ++r)
+              for (int64_t s = 0; s < S; ++s) {
+                const float t = wc[r * S + s];  // (vector * scalar: the scalar broadcast)
+                const int64_t col = s * dw;
+                const float* xs = xp.data() + (col % sw) * phase_elems + (p0 * sh + r * dh) * Wph + q0 + col / sw;
+                v16 v0, v1, v2, v3;
+                load16(v0, xs);
+                load16(v1, xs + sh * Wph);
+                load16(v2, xs + 2 * sh * Wph);
+                load16(v3, xs + 3 * sh * Wph);
+                a0 += v0 * t;
+                a1 += v1 * t;
+                a2 += v2 * t;
+                a3 += v3 * t;
+              }
+            const v16* rows[kPB] = {&a0, &a1, &a2, &a3};
+            const int64_t cnt = std::min(kQV, Q - q0);
+            for (int64_t j = 0; j < kPB && p0 + j < P; ++j) {
+              float* yr = yc + (p0 + j) * Q + q0;
+              alignas(64) float v[kQV];
+              store16(v, *rows[j]);
+              if (plain) {
+                std::memcpy(yr, v, sizeof(float) * size_t(cnt));
               } else {
-                for (int64_t q = q_lo; q < q_hi; ++q) acc[q] += xr[q * sw + off] * wv;
+                const int64_t base = plane_base + (p0 + j) * Q + q0;
+                for (int64_t i = 0; i < cnt; ++i) yr[i] = finish(e, bias, res, v[i], c, base + i);
               }
             }
           }
-          float* yr = yc + p * Q;
-          if (plain) {
-            std::memcpy(yr, acc, sizeof(float) * size_t(Q));
-          } else {
-            const int64_t base = (n * C + c) * P * Q + p * Q;
-            for (int64_t q = 0; q < Q; ++q) yr[q] = finish(e, bias, res, acc[q], c, base + q);
-          }
-        }
       }
   }
 }
