@@ -25,12 +25,13 @@ std::vector<float> small_ints(size_t n, std::mt19937& rng) {
 }
 
 TEST(Depthwise, BitEqualToReferenceOnLargerShapes) {
-  // (the NCHW register blocks, 4 rows x 16 columns at stride 1 along W, with edge rows and columns and a
-  // row remainder around them: the 37x41, 45x70, 30x52 and 64x40 shapes)
+  // (the NCHW blocks on the padded plane: small images, row remainders, R != S, stride along H only, stride
+  // 2 and 3 along W on short rows, the row pass on long ones)
   const char* specs[] = {"n2c48h37w29k48r3s3p1g48",  "n1c40h23w31k40r5s5p2u2g40",       "n2c19h17w16k19r3s3p3d2g19",
                          "n1c16h15w15k16r7s7p3g16",  "n3c70h9w11k70r3s3p1u2g70",        "n2c5h37w41k5r3s3p1g5",
                          "n1c3h45w70k3r5s5p4d2g3",   "n1c4h30w52k4r7s3ph3pw1uh2uw1g4", "n1c2h64w40k2r3s3p0g2",
-                         "n1c3h21w33k3r3s3p2g3",     "n1c3h20w120k3r3s3p1u2g3",         "n1c5h16w40k5r5s5p2u3g5"};
+                         "n1c3h21w33k3r3s3p2g3",     "n1c3h20w120k3r3s3p1u2g3",         "n1c5h16w40k5r5s5p2u3g5",
+                         "n2c6h7w7k6r3s3p1g6",       "n1c4h5w8k4r5s5p2g4",              "n1c3h13w9k3r7s7p3g3"};
   std::mt19937 rng(5);
   for (const char* spec : specs)
     for (Layout l : {Layout::nchw, Layout::nhwc})
