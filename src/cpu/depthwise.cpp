@@ -12,7 +12,7 @@
 //   NCHW: each (image, channel) plane copied into a zero-padded buffer, its columns split by the stride's
 //         phase, then blocks of 4 output rows x 16 columns accumulated in registers over all the taps; the
 //         row pass (one output row at a time, per tap the outputs whose input column lies inside the image
-//         as one range) for long rows at stride > 1 and for a filter with a non-finite value.
+//         as one range) for a filter with a non-finite value.
 // Any R, S, stride, dilation and padding; f32; fp32 sums in tap order (bit-equal to cpu_ref on small
 // integers). The epilogue (alpha, bias, residual, activation) is applied as each output is stored; the
 // residual may alias the output (each element is read, then written, by the thread that computes it).
@@ -132,9 +132,8 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
 }
 
 // NCHW, one (image, channel) plane, one output row at a time, tap by tap over the row: per tap the outputs
-// whose input column lies inside the image form one range. Used where the padded plane cannot be (a
-// non-finite filter value: padding zeros times it would give NaN where the sum skips the tap) or is slower
-// (long rows at stride > 1, see run_nchw).
+// whose input column lies inside the image form one range. Used where the padded plane cannot be: a
+// non-finite filter value (padding zeros times it would give NaN where the sum skips the tap).
 void nchw_plane_rows(const Conv2dProblem& pb, const float* xc, const float* wc, float* yc, float* acc,
                      const Epilogue& e, int64_t c, int64_t plane_base) {
   const int64_t H = pb.h, W = pb.w, P = pb.p(), Q = pb.q();
@@ -190,11 +189,6 @@ void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y,
   const int64_t Hp = (P4 - 1) * sh + (R - 1) * dh + 1;  // padded rows the blocks read
   const int64_t Wph = Q16 + (S - 1) * dw / sw + 1;      // columns per stride phase
   const int64_t phase_elems = Hp * Wph;
-  // NOTE: at stride 2 along W on long rows the row pass stays (3x3 96@112 -> 56: 0.36-0.46 ms against the
-  // padded plane's 0.42-0.56, whose strided copy is then most of the work); on shorter ones the padded plane
-  // wins (144@56 -> 28: 0.19-0.24 against 0.24-0.25; 576@14 -> 7: 0.09-0.12 against 0.17). Batch 1, 2-vCPU
-  // Zen 4, 2026-12-01.
-  const bool padded = sw == 1 || Q < 48;
 #pragma omp parallel
   {
     std::vector<float> xp(static_cast<size_t>(sw * phase_elems)), acc(static_cast<size_t>(Q));
@@ -207,7 +201,7 @@ void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y,
         const int64_t plane_base = (n * C + c) * P * Q;
         bool finite = true;
         for (int64_t t = 0; t < RS; ++t) finite = finite && std::isfinite(wc[t]);
-        if (!finite || !padded) {
+        if (!finite) {
           nchw_plane_rows(pb, xc, wc, yc, acc.data(), e, c, plane_base);
           continue;
         }
@@ -223,9 +217,15 @@ void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y,
           } else {
             // Phase f holds the input columns wi with (wi + pw) % sw == f, at (wi + pw) / sw.
             for (int64_t f = 0; f < sw; ++f) {
-              const int64_t w0 = ((f - pw) % sw + sw) % sw;
-              float* dst = xp.data() + f * phase_elems + hr * Wph;
-              for (int64_t wi = w0, idx = (w0 + pw) / sw; wi < W && idx < Wph; wi += sw, ++idx) dst[idx] = xr[wi];
+              const int64_t w0 = ((f - pw) % sw + sw) % sw, idx0 = (w0 + pw) / sw;
+              const int64_t cnt = std::max<int64_t>(0, std::min((W - w0 + sw - 1) / sw, Wph - idx0));
+              float* dst = xp.data() + f * phase_elems + hr * Wph + idx0;
+              const float* src = xr + w0;
+              if (sw == 2) {  // (a constant stride: the compiler vectorizes the de-interleave)
+                for (int64_t i = 0; i < cnt; ++i) dst[i] = src[2 * i];
+              } else {
+                for (int64_t i = 0; i < cnt; ++i) dst[i] = src[i * sw];
+              }
             }
           }
         }
