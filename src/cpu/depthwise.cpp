@@ -270,8 +270,8 @@ class CpuDepthwise final : public Algorithm {
   std::string name() const override { return "cpu_depthwise"; }
   Device device() const override { return Device::cpu; }
   std::string description() const override {
-    return "depthwise (groups = C = K) direct convolution, vectorised over channels (NHWC) or output columns "
-           "(NCHW), OpenMP";
+    return "depthwise (groups = C = K) direct convolution: NHWC vectorised over channels, NCHW on a zero-padded "
+           "plane in 4x16 register blocks; OpenMP";
   }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (cfg.device != Device::cpu) return Support::no("runs on the CPU only.");

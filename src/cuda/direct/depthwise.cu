@@ -819,8 +819,9 @@ class CudaDepthwise final : public CudaAlgorithm {
  public:
   std::string name() const override { return "cuda_depthwise"; }
   std::string description() const override {
-    return "depthwise conv (groups = C, any multiplier): input tile + halo staged once in shared memory, 16-byte "
-           "channel vectors in NHWC, f32/f16/bf16, fp32 accumulation";
+    return "depthwise conv (groups = C, any multiplier): each input staged once in shared memory (a row ring "
+           "walked down the image, a register window, a general tile), 16-byte channel vectors in NHWC, "
+           "f32/f16/bf16, fp32 accumulation";
   }
   Support can_implement(const Conv2dProblem& pb, const ConvConfig& cfg) const override {
     if (pb.groups != pb.c || pb.c_per_group() != 1)
