@@ -227,8 +227,8 @@ Row measure(const Algorithm* a, const NamedProblem& np, const BenchSetup& plan, 
       r.transform_ms = detail::median(tms);
     }
     r.detail = one_line(a->detail(p, cfg));
-    if (!variant.empty() && named_variant.empty())
-      r.detail = "tuned variant " + variant + " (the heuristic's: " + r.detail + ")";
+    if (!variant.empty())
+      r.detail = (named_variant.empty() ? "tuned variant " : "variant ") + variant + " (the heuristic's: " + r.detail + ")";
   } catch (const Error& e) {
     set_failure(r, e);
     r.median_ms = NAN;

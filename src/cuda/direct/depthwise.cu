@@ -685,34 +685,56 @@ DwRows plan_rows(const Conv2dProblem& pb, int64_t elem, RowsChoice choice = {}) 
 
 bool rows_plan_ok(const DwRows& t) { return t.smem <= 64 * 1024; }
 
-// The variants that take the problem (the pointers' alignment is checked at run time: a misaligned one
-// takes the scalar general kernel), the heuristic's first. The heuristic, from the bf16 and f32 NHWC suites
-// on the H200 (docs/perf.md, 2026-12-01): at stride 2 the rows kernel in blocks of ~128 threads (it beats
-// the general kernel 1.5-2.5x; no window kernel applies); at stride 1 the rows kernel in blocks of ~256 on
-// images of 28 columns or more, and the window kernel on smaller ones (7x7, 14x14: its one-shot tiles
-// keep more blocks in flight than a walk down 7 or 14 rows can; the rows kernel won by 0-10% from Q = 28 up
-// and lost by 4-25% below).
-std::vector<std::string> variants_of(const Conv2dProblem& pb, const ConvConfig& cfg) {
+// The kernel of one call: the rows kernel with its tile choice, the window or the general kernel.
+struct DwKernel {
+  enum Kind { rows, window, general } kind = general;
+  RowsChoice rows_choice;
+};
+
+std::string name_of(const DwKernel& k) {
+  return k.kind == DwKernel::rows ? rows_name(k.rows_choice) : k.kind == DwKernel::window ? kWindow : kGeneral;
+}
+
+bool rows_take(const Conv2dProblem& pb, const ConvConfig& cfg, RowsChoice c) {
   const int vec = cfg.layout == Layout::nhwc ? nhwc_vec(pb, cfg.dtype) : 1;
-  const int64_t elem = elem_bytes(cfg.dtype);
-  std::vector<std::string> rows;
-  if (rows_fits(pb, cfg.layout, vec))
-    for (int th : {256, 128})
-      for (int dp = 1; dp <= 3; ++dp)
-        if (rows_plan_ok(plan_rows(pb, elem, RowsChoice{th, dp}))) rows.push_back(rows_name(RowsChoice{th, dp}));
-  const bool window = window_size(pb, cfg.layout, vec) > 0;
-  std::string first = kGeneral;
-  if (!rows.empty() && (pb.stride_w == 2 || pb.q() >= 28 || !window)) {
-    const std::string pick = rows_name(RowsChoice{pb.stride_w == 2 ? 128 : 256, 1});
-    first = std::find(rows.begin(), rows.end(), pick) != rows.end() ? pick : rows.front();
-  } else if (window) {
-    first = kWindow;
+  return rows_fits(pb, cfg.layout, vec) && rows_plan_ok(plan_rows(pb, elem_bytes(cfg.dtype), c));
+}
+
+bool window_takes(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  return window_size(pb, cfg.layout, cfg.layout == Layout::nhwc ? nhwc_vec(pb, cfg.dtype) : 1) > 0;
+}
+
+// The rows kernel's tile choices in the order variants() lists them.
+constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {128, 2}, {128, 3}};
+
+// The heuristic, from the bf16 and f32 NHWC suites on the H200 (docs/perf.md, 2026-12-01): at stride 2 the
+// rows kernel in blocks of ~128 threads (it beats the general kernel 1.5-2.5x; no window kernel applies); at
+// stride 1 the rows kernel in blocks of ~256 on images of 28 columns or more, and the window kernel on
+// smaller ones (7x7, 14x14: its one-shot tiles keep more blocks in flight than a walk down 7 or 14 rows can;
+// the rows kernel won by 0-10% from Q = 28 up and lost by 4-25% below). Allocation-free: run() asks it on
+// every launch.
+DwKernel heuristic_kernel(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  const bool window = window_takes(pb, cfg);
+  if (pb.stride_w == 2 || pb.q() >= 28 || !window) {
+    const RowsChoice pick{pb.stride_w == 2 ? 128 : 256, 1};
+    if (rows_take(pb, cfg, pick)) return {DwKernel::rows, pick};
+    for (RowsChoice c : kRowsChoices)
+      if (rows_take(pb, cfg, c)) return {DwKernel::rows, c};
   }
-  std::vector<std::string> v{first};
-  for (const std::string& r : rows)
-    if (r != first) v.push_back(r);
-  if (window && first != kWindow) v.push_back(kWindow);
-  if (first != kGeneral) v.push_back(kGeneral);
+  return {window ? DwKernel::window : DwKernel::general, {}};
+}
+
+// The variants that take the problem (the pointers' alignment is checked at run time: a misaligned one
+// takes the scalar general kernel), the heuristic's first.
+std::vector<std::string> variants_of(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  const DwKernel first = heuristic_kernel(pb, cfg);
+  std::vector<std::string> v{name_of(first)};
+  for (RowsChoice c : kRowsChoices)
+    if (rows_take(pb, cfg, c) && (first.kind != DwKernel::rows || first.rows_choice.threads != c.threads ||
+                                  first.rows_choice.depth != c.depth))
+      v.push_back(rows_name(c));
+  if (window_takes(pb, cfg) && first.kind != DwKernel::window) v.push_back(kWindow);
+  if (first.kind != DwKernel::general) v.push_back(kGeneral);
   return v;
 }
 
@@ -723,16 +745,21 @@ void set_smem_attr(KernelT kernel, int64_t bytes) {
 }
 
 // The kernel a call runs: the named variant (it must take the problem) or the heuristic's.
-std::string kernel_for(const ConvCall& call) {
-  const std::vector<std::string> vs = variants_of(call.problem, call.config);
-  if (call.variant.empty()) return vs.front();
-  if (std::find(vs.begin(), vs.end(), call.variant) == vs.end()) {
-    std::string takes;
-    for (const std::string& v : vs) takes += (takes.empty() ? "" : ", ") + v;
-    throw Error(StatusCode::unsupported, "cuda_depthwise: variant '" + call.variant +
-                                                  "' does not take this problem (it takes: " + takes + ")");
+DwKernel kernel_for(const ConvCall& call) {
+  const Conv2dProblem& pb = call.problem;
+  const ConvConfig& cfg = call.config;
+  if (call.variant.empty()) return heuristic_kernel(pb, cfg);
+  DwKernel k;
+  if (call.variant == kGeneral) return k;
+  if (call.variant == kWindow && window_takes(pb, cfg)) return {DwKernel::window, {}};
+  if (parse_rows_variant(call.variant, k.rows_choice) && rows_take(pb, cfg, k.rows_choice)) {
+    k.kind = DwKernel::rows;
+    return k;
   }
-  return call.variant;
+  std::string takes;
+  for (const std::string& v : variants_of(pb, cfg)) takes += (takes.empty() ? "" : ", ") + v;
+  throw Error(StatusCode::unsupported, "cuda_depthwise: variant '" + call.variant +
+                                           "' does not take this problem (it takes: " + takes + ")");
 }
 
 template <typename T>
@@ -759,7 +786,7 @@ void launch(const ConvCall& call) {
   auto* dst = static_cast<T*>(call.dst.data);
   const DeviceEpilogue<T> epi = DeviceEpilogue<T>::from(call.epilogue);
   cudaStream_t st = as_stream(call.stream);
-  std::string kernel_name = kernel_for(call);
+  DwKernel choice = kernel_for(call);
   if (pb.output_elems() == 0) return;
   if (call.config.layout == Layout::nhwc) {
     int vec = nhwc_vec(pb, call.config.dtype);
@@ -768,13 +795,13 @@ void launch(const ConvCall& call) {
     // write 16-byte pieces).
     if (!aligned16(src) || !aligned16(dst) || (e.bias && !aligned16(e.bias)) || (e.residual && !aligned16(e.residual))) {
       vec = 1;
-      kernel_name = kGeneral;
+      choice.kind = DwKernel::general;
     }
-    if (RowsChoice rc; parse_rows_variant(kernel_name, rc)) return launch_rows<T>(call, d, epi, st, rc);
+    if (choice.kind == DwKernel::rows) return launch_rows<T>(call, d, epi, st, choice.rows_choice);
     const DwPlan t = plan_nhwc(pb, vec);
     const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.k + t.lanes * vec - 1) / (t.lanes * vec)));
     constexpr int kV = int(16 / sizeof(T));
-    const int wnd = kernel_name == kWindow ? window_size(pb, Layout::nhwc, vec) : 0;
+    const int wnd = choice.kind == DwKernel::window ? window_size(pb, Layout::nhwc, vec) : 0;
     const int lane_mult = sizeof(T) == 2 ? 2 : 1;
     const DwPlan tw = wnd > 0 ? plan_nhwc(pb, 4, 16, lane_mult) : t;
     if (wnd > 0 && tw.lanes % lane_mult == 0) {
@@ -800,7 +827,7 @@ void launch(const ConvCall& call) {
   } else {
     const DwPlan t = plan_nchw(pb);
     const int64_t blocks = (int64_t(pb.n) * pb.k + t.planes - 1) / t.planes * t.tiles_p * t.tiles_q;
-    const int wnd = kernel_name == kWindow ? window_size(pb, Layout::nchw, 1) : 0;
+    const int wnd = choice.kind == DwKernel::window ? window_size(pb, Layout::nchw, 1) : 0;
     if (wnd > 0) {
       auto kernel = wnd == 3 ? depthwise_nchw_window_kernel<T, 3>
                     : wnd == 5 ? depthwise_nchw_window_kernel<T, 5> : depthwise_nchw_window_kernel<T, 7>;

@@ -79,10 +79,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_rows_kernel(ConvDims d, Dw
       const int h = h_begin + lr0 + y, w = w0 + x;
       const int slot = slot0 + y < t.nslot ? slot0 + y : slot0 + y - t.nslot;  // y < nslot
       const bool ok = c < d.c && h >= 0 && h < d.h && w >= 0 && w < d.w;
-      T* s = s_in + (slot * t.iw + x) * kb + v * kPiece;
-      const uint32_t sa = uint32_t(__cvta_generic_to_shared(s));
-      const T* g = ok ? src_n + (h * d.w + w) * d.c + c : src;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(ok ? 16 : 0));
+      cp_async16_zfill(s_in + (slot * t.iw + x) * kb + v * kPiece, ok ? src_n + (h * d.w + w) * d.c + c : src, ok);
       x += dx, y += dy;
       if (x >= t.iw) x -= t.iw, ++y;
     }
