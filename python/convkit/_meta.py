@@ -42,6 +42,19 @@ def _conv2d_per_sample_fake(x, w, bias, stride, padding, dilation, groups, activ
     return _conv_out(x, w.shape[1], w.shape[3], w.shape[4], stride, padding, dilation)
 
 
+@torch.library.register_fake("convkit::conv2d_backward_data")
+def _conv2d_backward_data_fake(grad_out, weight, input_size, stride, padding, dilation, groups):
+    torch._check(len(input_size) == 4, lambda: "convkit.conv2d_backward_data: the input size has 4 entries.")
+    return torch.empty(list(input_size), dtype=grad_out.dtype, device=grad_out.device,
+                       memory_format=_memory_format(grad_out))
+
+
+@torch.library.register_fake("convkit::conv2d_backward_weight")
+def _conv2d_backward_weight_fake(x, grad_out, weight_size, stride, padding, dilation, groups):
+    torch._check(len(weight_size) == 4, lambda: "convkit.conv2d_backward_weight: the weight size has 4 entries.")
+    return torch.empty(list(weight_size), dtype=x.dtype, device=x.device, memory_format=_memory_format(x))
+
+
 @torch.library.register_fake("convkit::vector_add")
 def _vector_add_fake(a, b):
     torch._check(a.shape == b.shape, lambda: "convkit.vector_add: shapes differ.")

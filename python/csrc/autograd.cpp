@@ -1,4 +1,5 @@
-// The one backward of convkit.conv2d and convkit.conv2d_per_sample (conv2d_backward, per_sample_backward): the
+// The one backward of convkit.conv2d and convkit.conv2d_per_sample (conv2d_backward, per_sample_backward): a
+// depthwise layer on CUDA by convkit's gradient kernels (convkit::conv2d_backward_data / _weight); otherwise the
 // data gradient as a convolution of gz with the flipped, transposed filters where that is one, the weight
 // gradient as a correlation of x with gz, aten's convolution_backward behind convkit::_aten_conv_grads otherwise
 // (and for both when convkit has no kernel for a backward problem), in a C++ autograd Function. Two ways in:
@@ -134,6 +135,37 @@ at::Tensor weight_grad(const at::Tensor& x, const at::Tensor& gz, int64_t r, int
   return per_sample ? gw.reshape({n, k, cg, r, s}) : gw.contiguous(w_format);
 }
 
+using BackwardDataSig = at::Tensor(const at::Tensor&, const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
+                                   at::IntArrayRef, at::IntArrayRef, int64_t);
+
+at::Tensor backward_data_op(const at::Tensor& gz, const at::Tensor& w, at::IntArrayRef input_size,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("convkit::conv2d_backward_data", "")
+                             .typed<BackwardDataSig>();
+  return op.call(gz, w, input_size, stride, padding, dilation, groups);
+}
+
+at::Tensor backward_weight_op(const at::Tensor& x, const at::Tensor& gz, at::IntArrayRef weight_size,
+                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                              int64_t groups) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("convkit::conv2d_backward_weight", "")
+                             .typed<BackwardDataSig>();
+  return op.call(x, gz, weight_size, stride, padding, dilation, groups);
+}
+
+// The depthwise gradient kernels (convkit::conv2d_backward_data / _weight, CUDA) take a depthwise problem
+// (groups = C, any multiplier) of a 16-bit or f32 CUDA tensor, when no graph of the gradient is recorded
+// (the ops have no derivative of their own; create_graph=True keeps the convolutions, which do).
+bool depthwise_kernels_take(const at::Tensor& gz, const at::Tensor& x, const at::Tensor& w, int64_t groups,
+                            bool per_sample) {
+  if (per_sample || !x.is_cuda() || groups != x.size(1) || w.size(1) != 1) return false;
+  const at::ScalarType t = x.scalar_type();
+  if (t != at::kFloat && t != at::kHalf && t != at::kBFloat16) return false;
+  return !at::GradMode::is_enabled() || (!gz.requires_grad() && !x.requires_grad() && !w.requires_grad());
+}
+
 // (dL/dx, dL/dw) of the convolution itself (as _conv_grads): the data gradient by convkit where it is a
 // convolution, by aten's convolution_backward otherwise; aten for both when convkit has no kernel for one.
 std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Tensor& x, const at::Tensor& w,
@@ -144,6 +176,11 @@ std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Ten
   if (aten_only) return aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32);
   const int64_t r = w.size(-2), s = w.size(-1);
   at::Tensor gx, gw;
+  if (depthwise_kernels_take(gz, x, w, groups, per_sample)) {
+    if (need_x) gx = backward_data_op(gz, w, x.sizes(), stride, padding, dilation, groups);
+    if (need_w) gw = backward_weight_op(x, gz, w.sizes(), stride, padding, dilation, groups).contiguous(memory_format_of(w));
+    return {gx, gw};
+  }
   try {
     if (need_x) {
       if (stride[0] == 1 && stride[1] == 1 && padding[0] <= dilation[0] * (r - 1) &&

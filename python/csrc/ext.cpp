@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "convkit/backward.hpp"
 #include "convkit/convkit.hpp"
 #include "convkit/per_sample.hpp"
 #include "ext.hpp"
@@ -119,25 +120,33 @@ convkit::RunOptions parse_algo(c10::string_view algo_sv) {
   return o;
 }
 
-convkit::Conv2dProblem make_problem(const char* op, const at::Tensor& x, int64_t k, int64_t cg, int64_t r,
+// x: the input's sizes [N, C, H, W].
+convkit::Conv2dProblem make_problem(const char* op, at::IntArrayRef x, int64_t k, int64_t cg, int64_t r,
                                     int64_t s, at::IntArrayRef stride, at::IntArrayRef padding,
                                     at::IntArrayRef dilation, int64_t groups) {
   const auto st = pair_arg(op, "stride", stride), pd = pair_arg(op, "padding", padding),
              dl = pair_arg(op, "dilation", dilation);
+  TORCH_CHECK_VALUE(x.size() == 4, op, ": the input size must have 4 entries [N, C, H, W]; got ", x, ".");
   TORCH_CHECK_VALUE(groups >= 1, op, ": groups must be at least 1; got ", groups, ".");
-  TORCH_CHECK_VALUE(cg * groups == x.size(1), op, ": the weight has ", cg, " input channels per group, so with groups=",
-                    groups, " x needs ", cg * groups, " channels; it has ", x.size(1), " (x ", shape_str(x), ").");
+  TORCH_CHECK_VALUE(cg * groups == x[1], op, ": the weight has ", cg, " input channels per group, so with groups=",
+                    groups, " x needs ", cg * groups, " channels; it has ", x[1], " (x ", x, ").");
   TORCH_CHECK_VALUE(k % groups == 0, op, ": ", k, " output channels cannot be split into groups=", groups, ".");
   convkit::Conv2dProblem p;
-  p.n = std::max<int64_t>(x.size(0), 1); p.c = x.size(1); p.h = x.size(2); p.w = x.size(3);
+  p.n = std::max<int64_t>(x[0], 1); p.c = x[1]; p.h = x[2]; p.w = x[3];
   p.k = k; p.r = r; p.s = s;
   p.stride_h = st[0]; p.stride_w = st[1];
   p.pad_h = pd[0]; p.pad_w = pd[1];
   p.dilation_h = dl[0]; p.dilation_w = dl[1];
   p.groups = groups;
   if (convkit::Status v = p.validate(); !v.ok()) rethrow(op, convkit::Error(v));
-  p.n = x.size(0);  // an empty batch is valid in PyTorch: the caller returns an empty output
+  p.n = x[0];  // an empty batch is valid in PyTorch: the caller returns an empty output
   return p;
+}
+
+convkit::Conv2dProblem make_problem(const char* op, const at::Tensor& x, int64_t k, int64_t cg, int64_t r,
+                                    int64_t s, at::IntArrayRef stride, at::IntArrayRef padding,
+                                    at::IntArrayRef dilation, int64_t groups) {
+  return make_problem(op, x.sizes(), k, cg, r, s, stride, padding, dilation, groups);
 }
 
 // The library's plan for a request (convkit::plan: algorithm, variant, the layout to compute in, workspace),
@@ -342,6 +351,78 @@ at::Tensor conv2d_per_sample(const at::Tensor& x_in, const at::Tensor& w_in, con
   return out;
 }
 
+at::Tensor conv2d_backward_data(const at::Tensor& gz_in, const at::Tensor& w_in, at::IntArrayRef input_size,
+                                at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                int64_t groups, void* stream) {
+  constexpr const char* op = "convkit.conv2d_backward_data";
+  TORCH_CHECK_VALUE(gz_in.dim() == 4 && w_in.dim() == 4, op, ": grad_out and the weight must be 4-D; got ",
+                    shape_str(gz_in), " and ", shape_str(w_in), ".");
+  check_device_kind(op, gz_in);
+  check_same_device(op, gz_in, "the weight", w_in);
+  dtype_of(op, "grad_out", gz_in);
+  check_same_dtype(op, gz_in, "the weight", w_in);
+  const convkit::Conv2dProblem p = make_problem(op, input_size, w_in.size(0), w_in.size(1), w_in.size(2),
+                                                w_in.size(3), stride, padding, dilation, groups);
+  const std::vector<int64_t> out_shape{p.n, p.k, p.p(), p.q()};
+  TORCH_CHECK_VALUE(gz_in.sizes().vec() == out_shape, op, ": grad_out must have the output's shape ",
+                    at::IntArrayRef(out_shape), "; got ", shape_str(gz_in), ".");
+  const convkit::Layout layout = layout_of(gz_in);
+  const at::MemoryFormat mf = format_of(layout);
+  const at::Tensor gz = gz_in.contiguous(mf), w = w_in.contiguous(mf);
+  at::Tensor gx = at::empty(input_size, gz.options().memory_format(mf));
+  if (gx.numel() == 0) return gx;
+  try {
+    convkit::BackwardOptions o;
+    o.stream = stream;
+    convkit::conv2d_backward_data(p, to_view(op, "grad_out", gz, layout), to_view(op, "weight", w, layout),
+                                  to_view(op, "grad_in", gx, layout), o);
+  } catch (const convkit::Error& e) {
+    rethrow(op, e);
+  }
+  return gx;
+}
+
+at::Tensor conv2d_backward_weight(const at::Tensor& x_in, const at::Tensor& gz_in, at::IntArrayRef weight_size,
+                                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                  int64_t groups, void* stream) {
+  constexpr const char* op = "convkit.conv2d_backward_weight";
+  TORCH_CHECK_VALUE(x_in.dim() == 4 && gz_in.dim() == 4, op, ": x and grad_out must be 4-D; got ", shape_str(x_in),
+                    " and ", shape_str(gz_in), ".");
+  TORCH_CHECK_VALUE(weight_size.size() == 4, op, ": the weight size must have 4 entries [K, C/groups, R, S]; got ",
+                    weight_size, ".");
+  check_device_kind(op, x_in);
+  check_same_device(op, x_in, "grad_out", gz_in);
+  dtype_of(op, "x", x_in);
+  check_same_dtype(op, x_in, "grad_out", gz_in);
+  const convkit::Conv2dProblem p = make_problem(op, x_in, weight_size[0], weight_size[1], weight_size[2],
+                                                weight_size[3], stride, padding, dilation, groups);
+  const std::vector<int64_t> out_shape{p.n, p.k, p.p(), p.q()};
+  TORCH_CHECK_VALUE(gz_in.sizes().vec() == out_shape, op, ": grad_out must have the output's shape ",
+                    at::IntArrayRef(out_shape), "; got ", shape_str(gz_in), ".");
+  const convkit::Layout layout = layout_of(x_in);
+  const at::MemoryFormat mf = format_of(layout);
+  const at::Tensor x = x_in.contiguous(mf), gz = gz_in.contiguous(mf);
+  at::Tensor gw = at::empty(weight_size, x.options().memory_format(mf));
+  if (gw.numel() == 0) return gw;
+  if (x.numel() == 0 || gz.numel() == 0) return gw.zero_();  // an empty batch: no terms in the sum
+  try {
+    const convkit::TensorView xv = to_view(op, "x", x, layout);
+    const convkit::ConvConfig cfg{xv.dtype, layout, xv.device, convkit::MathMode::strict};
+    const size_t ws_bytes = convkit::backward_weight_workspace_bytes(p, cfg);
+    at::Tensor ws;
+    if (ws_bytes > 0) ws = at::empty({int64_t(ws_bytes)}, x.options().dtype(at::kByte));
+    convkit::BackwardOptions o;
+    o.stream = stream;
+    o.workspace = ws.defined() ? ws.data_ptr() : nullptr;
+    o.workspace_bytes = ws_bytes;
+    convkit::conv2d_backward_weight(p, xv, to_view(op, "grad_out", gz, layout), to_view(op, "grad_wei", gw, layout),
+                                    o);
+  } catch (const convkit::Error& e) {
+    rethrow(op, e);
+  }
+  return gw;
+}
+
 void check_vector_add(const at::Tensor& a, const at::Tensor& b) {
   constexpr const char* op = "convkit.vector_add";
   check_device_kind(op, a);
@@ -419,6 +500,18 @@ at::Tensor conv2d_per_sample_cpu(const at::Tensor& x, const at::Tensor& w, const
   return conv2d_per_sample(x, w, bias, stride, padding, dilation, groups, activation, nullptr);
 }
 
+at::Tensor conv2d_backward_data_cpu(const at::Tensor& gz, const at::Tensor& w, at::IntArrayRef input_size,
+                                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                    int64_t groups) {
+  return conv2d_backward_data(gz, w, input_size, stride, padding, dilation, groups, nullptr);
+}
+
+at::Tensor conv2d_backward_weight_cpu(const at::Tensor& x, const at::Tensor& gz, at::IntArrayRef weight_size,
+                                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                      int64_t groups) {
+  return conv2d_backward_weight(x, gz, weight_size, stride, padding, dilation, groups, nullptr);
+}
+
 constexpr int64_t kGrain = 32768;
 
 at::Tensor vector_add_cpu(const at::Tensor& a_in, const at::Tensor& b_in) {
@@ -489,6 +582,13 @@ TORCH_LIBRARY(convkit, m) {
   m.def(
       "conv2d_per_sample(Tensor x, Tensor w, Tensor? bias, int[2] stride, int[2] padding, int[2] dilation, "
       "int groups, str activation) -> Tensor");
+  // The gradients of a convolution (convkit/backward.hpp): on CUDA depthwise problems only, on the CPU f32.
+  m.def(
+      "conv2d_backward_data(Tensor grad_out, Tensor weight, int[] input_size, int[2] stride, int[2] padding, "
+      "int[2] dilation, int groups) -> Tensor");
+  m.def(
+      "conv2d_backward_weight(Tensor x, Tensor grad_out, int[] weight_size, int[2] stride, int[2] padding, "
+      "int[2] dilation, int groups) -> Tensor");
   m.def("vector_add(Tensor a, Tensor b) -> Tensor");
   m.def("silu(Tensor x) -> Tensor");
   m.def("csr_matvec(Tensor values, Tensor row_ptr, Tensor col_idx, Tensor dense) -> Tensor");
@@ -497,6 +597,8 @@ TORCH_LIBRARY(convkit, m) {
 TORCH_LIBRARY_IMPL(convkit, CPU, m) {
   m.impl("conv2d", &convkit_ext::conv2d_cpu);
   m.impl("conv2d_per_sample", &convkit_ext::conv2d_per_sample_cpu);
+  m.impl("conv2d_backward_data", &convkit_ext::conv2d_backward_data_cpu);
+  m.impl("conv2d_backward_weight", &convkit_ext::conv2d_backward_weight_cpu);
   m.impl("vector_add", &convkit_ext::vector_add_cpu);
   m.impl("silu", &convkit_ext::silu_cpu);
   m.impl("csr_matvec", &convkit_ext::csr_matvec_cpu);

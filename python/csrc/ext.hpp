@@ -17,6 +17,14 @@ at::Tensor conv2d_per_sample(const at::Tensor& x, const at::Tensor& w, const c10
                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                              int64_t groups, c10::string_view activation, void* stream);
 
+// The gradients (convkit/backward.hpp); input_size / weight_size: the forward's x and weight sizes.
+at::Tensor conv2d_backward_data(const at::Tensor& grad_out, const at::Tensor& w, at::IntArrayRef input_size,
+                                at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                int64_t groups, void* stream);
+at::Tensor conv2d_backward_weight(const at::Tensor& x, const at::Tensor& grad_out, at::IntArrayRef weight_size,
+                                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                  int64_t groups, void* stream);
+
 // Argument checks shared by both devices; each throws a Python ValueError/TypeError with a clear message.
 void check_vector_add(const at::Tensor& a, const at::Tensor& b);
 void check_silu(const at::Tensor& x);

@@ -44,6 +44,20 @@ at::Tensor conv2d_per_sample_cuda(const at::Tensor& x, const at::Tensor& w, cons
   return conv2d_per_sample(x, w, bias, stride, padding, dilation, groups, activation, current_stream());
 }
 
+at::Tensor conv2d_backward_data_cuda(const at::Tensor& gz, const at::Tensor& w, at::IntArrayRef input_size,
+                                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                     int64_t groups) {
+  const c10::OptionalDeviceGuard guard(gz.device());  // see conv2d_cuda
+  return conv2d_backward_data(gz, w, input_size, stride, padding, dilation, groups, current_stream());
+}
+
+at::Tensor conv2d_backward_weight_cuda(const at::Tensor& x, const at::Tensor& gz, at::IntArrayRef weight_size,
+                                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                       int64_t groups) {
+  const c10::OptionalDeviceGuard guard(x.device());  // see conv2d_cuda
+  return conv2d_backward_weight(x, gz, weight_size, stride, padding, dilation, groups, current_stream());
+}
+
 at::Tensor vector_add_cuda(const at::Tensor& a_in, const at::Tensor& b_in) {
   check_vector_add(a_in, b_in);
   const c10::cuda::CUDAGuard guard(a_in.device());
@@ -83,6 +97,8 @@ at::Tensor csr_matvec_cuda(const at::Tensor& values_in, const at::Tensor& row_pt
 TORCH_LIBRARY_IMPL(convkit, CUDA, m) {
   m.impl("conv2d", &convkit_ext::conv2d_cuda);
   m.impl("conv2d_per_sample", &convkit_ext::conv2d_per_sample_cuda);
+  m.impl("conv2d_backward_data", &convkit_ext::conv2d_backward_data_cuda);
+  m.impl("conv2d_backward_weight", &convkit_ext::conv2d_backward_weight_cuda);
   m.impl("vector_add", &convkit_ext::vector_add_cuda);
   m.impl("silu", &convkit_ext::silu_cuda);
   m.impl("csr_matvec", &convkit_ext::csr_matvec_cuda);

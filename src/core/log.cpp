@@ -17,9 +17,11 @@ std::mutex& print_mutex() {
   return mu;
 }
 
-std::string dispatch_key(const Conv2dProblem& p, const ConvConfig& cfg, bool per_sample) {
-  return p.to_string() + " " + cfg.to_string() + (per_sample ? " per-sample" : "");
+std::string dispatch_key(const Conv2dProblem& p, const ConvConfig& cfg, const std::string& kind) {
+  return p.to_string() + " " + cfg.to_string() + (kind.empty() ? "" : " " + kind);
 }
+
+const char* kind_of(bool per_sample) { return per_sample ? "per-sample" : ""; }
 
 std::set<std::string>& dispatch_seen() {
   static std::set<std::string> seen;
@@ -51,14 +53,22 @@ bool log_warning_once(const std::string& key, const std::string& message) {
 }
 
 bool dispatch_log_pending(const Conv2dProblem& p, const ConvConfig& cfg, bool per_sample) {
+  return dispatch_log_pending(p, cfg, std::string(kind_of(per_sample)));
+}
+
+bool dispatch_log_pending(const Conv2dProblem& p, const ConvConfig& cfg, const std::string& kind) {
   if (!log_enabled("dispatch")) return false;
   std::lock_guard<std::mutex> lock(print_mutex());
-  return dispatch_seen().count(dispatch_key(p, cfg, per_sample)) == 0;
+  return dispatch_seen().count(dispatch_key(p, cfg, kind)) == 0;
 }
 
 void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const DispatchReport& r, bool per_sample) {
+  log_dispatch(p, cfg, r, std::string(kind_of(per_sample)));
+}
+
+void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const DispatchReport& r, const std::string& kind) {
   if (!log_enabled("dispatch")) return;
-  const std::string key = dispatch_key(p, cfg, per_sample);
+  const std::string key = dispatch_key(p, cfg, kind);
   std::ostringstream o;
   o << "[convkit dispatch] " << key << " -> " << r.chosen;
   if (!r.variant.empty()) o << " [" << r.variant << "]";

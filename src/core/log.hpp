@@ -37,6 +37,10 @@ bool dispatch_log_pending(const Conv2dProblem& p, const ConvConfig& cfg, bool pe
 // Prints the report once per (problem, config) (later calls for the same key print nothing).
 void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const DispatchReport& report,
                   bool per_sample = false);
+// The same for a request of another kind ("backward-data", "backward-weight"), a key of its own.
+bool dispatch_log_pending(const Conv2dProblem& p, const ConvConfig& cfg, const std::string& kind);
+void log_dispatch(const Conv2dProblem& p, const ConvConfig& cfg, const DispatchReport& report,
+                  const std::string& kind);
 
 // The current UTC time as 2026-11-29T12:34:56Z (tune-cache entries, bench reports).
 std::string utc_now();

@@ -1,6 +1,7 @@
 // Stand-ins for the CUDA hooks in a build without CUDA: every device request says so.
 #include "convkit/status.hpp"
 #include "convkit/system.hpp"
+#include "core/backward.hpp"
 #include "core/cuda_hooks.hpp"
 
 namespace convkit::detail {
@@ -22,6 +23,19 @@ void cuda_memset(void*, int, size_t) { no_cuda(); }
 void cuda_sync() {}
 
 std::vector<double> cuda_time_runs(void*, const std::function<void()>&, const TimingOptions&) { no_cuda(); }
+
+Support cuda_backward_supports(const Conv2dProblem&, const ConvConfig&) {
+  return Support::no("this convkit was built without CUDA (nvcc was not found at configure time).");
+}
+std::string cuda_backward_kernel_name(const Conv2dProblem&, const ConvConfig&, bool) { return "none"; }
+void cuda_depthwise_backward_data(const Conv2dProblem&, const ConvConfig&, const void*, const void*, void*, void*) {
+  no_cuda();
+}
+size_t cuda_depthwise_backward_weight_workspace(const Conv2dProblem&, const ConvConfig&) { return 0; }
+void cuda_depthwise_backward_weight(const Conv2dProblem&, const ConvConfig&, const void*, const void*, void*, void*,
+                                    void*) {
+  no_cuda();
+}
 
 void fill_cuda_info(SystemInfo& info) {
   info.cuda_built = false;

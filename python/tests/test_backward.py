@@ -1,0 +1,139 @@
+"""The gradient ops torch.ops.convkit.conv2d_backward_data / conv2d_backward_weight (convkit/backward.hpp), and
+convkit.conv2d's backward through them on CUDA depthwise layers.
+
+On the CPU the ops are the library's f32 reference (every problem); on CUDA they are the depthwise gradient
+kernels, which the C++ autograd uses for every depthwise layer of a CUDA model (any stride: no aten fallback).
+Each is checked against PyTorch's autograd of F.conv2d in float64.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import convkit
+from conftest import DEVICES, MEMORY_FORMATS
+
+# N, C, H, W, K, R, S, stride, padding, dilation, groups
+CASES = {
+    "dense": (2, 4, 7, 9, 6, 3, 3, 1, 1, 1, 1),
+    "grouped_stride2": (1, 6, 8, 8, 4, 3, 3, 2, 1, 1, 2),
+    "depthwise": (2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 16),
+    "depthwise_stride2_odd": (2, 24, 13, 11, 24, 3, 3, 2, 1, 1, 24),
+    "depthwise_5x5_stride2": (1, 32, 15, 15, 32, 5, 5, 2, 2, 1, 32),
+    "depthwise_7x7": (2, 8, 14, 14, 8, 7, 7, 1, 3, 1, 8),
+    "depthwise_multiplier2": (2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 8),
+    "depthwise_dilation2_pad4": (1, 17, 10, 10, 17, 3, 3, 1, 4, 2, 17),
+    "depthwise_stride3_c3": (2, 3, 11, 10, 3, 3, 3, 3, 2, 1, 3),
+}
+DEPTHWISE = [k for k in CASES if k.startswith("depthwise")]
+
+
+def _case(name, device, dtype, memory_format, seed=0):
+    n, c, h, w, k, r, s, stride, padding, dilation, groups = CASES[name]
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, c, h, w, generator=g, dtype=torch.float64)
+    wt = torch.randn(k, c // groups, r, s, generator=g, dtype=torch.float64) / (c // groups * r * s) ** 0.5
+    conv = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    gz = torch.randn(F.conv2d(x, wt, **conv).shape, generator=g, dtype=torch.float64)
+    to = lambda t: t.to(device=device, dtype=dtype).contiguous(memory_format=memory_format)  # noqa: E731
+    return to(x), to(wt), to(gz), conv
+
+
+def _reference(x, w, gz, conv):
+    xd = x.detach().double().cpu().requires_grad_()
+    wd = w.detach().double().cpu().requires_grad_()
+    out = F.conv2d(xd, wd, **conv)
+    return torch.autograd.grad(out, (xd, wd), gz.double().cpu())
+
+
+def _pairs(conv):
+    return [conv["stride"]] * 2, [conv["padding"]] * 2, [conv["dilation"]] * 2, conv["groups"]
+
+
+@pytest.mark.parametrize("memory_format", MEMORY_FORMATS, ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_ops_on_the_cpu_match_float64_torch(name, memory_format):
+    x, w, gz, conv = _case(name, "cpu", torch.float32, memory_format, seed=1)
+    st, pd, dl, groups = _pairs(conv)
+    gx = torch.ops.convkit.conv2d_backward_data(gz, w, list(x.shape), st, pd, dl, groups)
+    gw = torch.ops.convkit.conv2d_backward_weight(x, gz, list(w.shape), st, pd, dl, groups)
+    want_x, want_w = _reference(x, w, gz, conv)
+    torch.testing.assert_close(gx.double(), want_x, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gw.double(), want_w, rtol=1e-5, atol=1e-5)
+    assert gx.is_contiguous(memory_format=memory_format)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["f32", "bf16", "f16"])
+@pytest.mark.parametrize("memory_format", MEMORY_FORMATS, ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("name", DEPTHWISE)
+def test_depthwise_ops_on_cuda_match_float64_torch(name, memory_format, dtype):
+    x, w, gz, conv = _case(name, "cuda", dtype, memory_format, seed=2)
+    st, pd, dl, groups = _pairs(conv)
+    gx = torch.ops.convkit.conv2d_backward_data(gz, w, list(x.shape), st, pd, dl, groups)
+    gw = torch.ops.convkit.conv2d_backward_weight(x, gz, list(w.shape), st, pd, dl, groups)
+    want_x, want_w = _reference(x, w, gz, conv)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    for got, want in ((gx, want_x), (gw, want_w)):
+        err = (got.double().cpu() - want).norm() / want.norm()
+        assert err <= tol, f"relative L2 error {err:.3g}"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("memory_format", MEMORY_FORMATS, ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("name", DEPTHWISE)
+def test_conv2d_backward_of_depthwise_layers_on_cuda(name, memory_format):
+    # The whole backward (activation, bias) of convkit.conv2d, stride 2 included, against float64 torch.
+    x, w, gz, conv = _case(name, "cuda", torch.float32, memory_format, seed=3)
+    b = torch.randn(w.shape[0], device="cuda")
+    ours = [t.clone().requires_grad_() for t in (x, w, b)]
+    out = convkit.conv2d(*ours, **conv, activation="relu6")
+    got = torch.autograd.grad(out, ours, gz)
+    ref = [t.detach().double().cpu().requires_grad_() for t in (x, w, b)]
+    want = torch.autograd.grad(F.relu6(F.conv2d(*ref, **conv)), ref, gz.double().cpu())
+    for g_, w_, what in zip(got, want, ("x", "w", "bias")):
+        torch.testing.assert_close(g_.double().cpu(), w_, rtol=1e-4, atol=1e-4, msg=lambda m: f"{what}: {m}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_empty_batch(device):
+    x = torch.randn(0, 8, 5, 5, device=device)
+    w = torch.randn(8, 1, 3, 3, device=device)
+    gz = torch.randn(0, 8, 5, 5, device=device)
+    gx = torch.ops.convkit.conv2d_backward_data(gz, w, [0, 8, 5, 5], [1, 1], [1, 1], [1, 1], 8)
+    gw = torch.ops.convkit.conv2d_backward_weight(x, gz, [8, 1, 3, 3], [1, 1], [1, 1], [1, 1], 8)
+    assert gx.shape == (0, 8, 5, 5)
+    assert gw.shape == (8, 1, 3, 3) and bool((gw == 0).all())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bad_input_gets_a_clear_error(device):
+    gz = torch.randn(1, 8, 5, 5, device=device)
+    w = torch.randn(8, 1, 3, 3, device=device)
+    with pytest.raises(ValueError, match="grad_out must have the output's shape"):
+        torch.ops.convkit.conv2d_backward_data(gz, w, [1, 8, 9, 9], [1, 1], [0, 0], [1, 1], 8)
+    with pytest.raises(ValueError, match="4 entries"):
+        torch.ops.convkit.conv2d_backward_weight(gz, gz, [8, 1, 3], [1, 1], [1, 1], [1, 1], 8)
+    if device == "cuda":  # a grouped (not depthwise) problem has no CUDA gradient kernel
+        wg = torch.randn(8, 4, 3, 3, device=device)
+        with pytest.raises(NotImplementedError, match="depthwise"):
+            torch.ops.convkit.conv2d_backward_data(gz, wg, [1, 8, 5, 5], [1, 1], [1, 1], [1, 1], 2)
+    else:
+        with pytest.raises(NotImplementedError, match="f32 only"):
+            torch.ops.convkit.conv2d_backward_data(gz.bfloat16(), w.bfloat16(), [1, 8, 5, 5], [1, 1], [1, 1],
+                                                   [1, 1], 8)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_ops_trace_under_torch_compile(device):
+    x, w, gz, conv = _case("depthwise_stride2_odd", device, torch.float32, torch.channels_last, seed=4)
+    st, pd, dl, groups = _pairs(conv)
+
+    def both(x, w, gz):
+        return (torch.ops.convkit.conv2d_backward_data(gz, w, list(x.shape), st, pd, dl, groups),
+                torch.ops.convkit.conv2d_backward_weight(x, gz, list(w.shape), st, pd, dl, groups))
+
+    eager = both(x, w, gz)
+    compiled = torch.compile(both, fullgraph=True)(x, w, gz)
+    for a, b in zip(eager, compiled):
+        assert a.shape == b.shape and a.stride() == b.stride()
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -1,0 +1,178 @@
+"""Depthwise gradients on a GPU: convkit's kernels against PyTorch's cuDNN, in one process, and a training step.
+
+    python scripts/bench_backward.py [--suites mobilenet_v2,efficientnet_b0,convnext_tiny] [--configs bf16:nhwc,f32:nchw]
+                                     [--train mobilenet_v2] [--json out.json]
+
+Layers: every depthwise problem (groups = C) of the bench/shapes suites. Each row: median ms
+(triton.testing.do_bench: CUDA events, warm-up, L2 flushed) of
+  cudnn dgrad / wgrad   aten.convolution_backward with one output mask (cudnn.benchmark = True)
+  convkit dgrad         torch.ops.convkit.conv2d_backward_data (the gather kernel)
+  convkit fwd-flip      stride 1, multiplier 1 only: convkit.conv2d of grad_out with the flipped filter (the
+                        forward kernels; what the extension ran before the gradient kernels)
+  convkit wgrad         torch.ops.convkit.conv2d_backward_weight
+and the floor: the bytes each gradient must move (dgrad: grad_out + w + grad_in; wgrad: x + grad_out + w),
+over --bw TB/s (the H200's measured copy rate, ../shared/ANCHORS.md).
+--train: one training step (forward, backward, SGD) of the torchvision model at batch 32, bf16 channels_last:
+PyTorch eager, convkit.nn.convert with the gradient kernels, and the same with aten's backward
+(convkit._autograd.BACKWARD = "aten"), each with its median ms.
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import convkit
+import convkit._autograd
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def bench(fn):
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def parse_spec(spec):
+    import re
+
+    v = dict(n=1, c=1, h=1, w=1, k=1, r=1, s=1, g=1, u=1, d=1, p=0)
+    pairs = {}
+    for key, num in re.findall(r"([a-z]+)(\d+)", spec):
+        pairs[key] = int(num)
+    v.update({k: pairs[k] for k in pairs if k in v})
+    st = (pairs.get("uh", v["u"]), pairs.get("uw", v["u"]))
+    pd = (pairs.get("ph", v["p"]), pairs.get("pw", v["p"]))
+    dl = (pairs.get("dh", v["d"]), pairs.get("dw", v["d"]))
+    return v, st, pd, dl
+
+
+def layers(suite):
+    out = []
+    with open(os.path.join(ROOT, "bench", "shapes", suite + ".txt")) as f:
+        for line in f:
+            line = line.split("#")[0].strip()
+            if not line:
+                continue
+            name, spec = line.split()
+            v, st, pd, dl = parse_spec(spec)
+            if v["g"] == v["c"] and v["g"] > 1:
+                out.append((name, v, st, pd, dl))
+    return out
+
+
+def layer_rows(suite, dtype, mf, bw):
+    rows = []
+    for name, v, st, pd, dl in layers(suite):
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(v["n"], v["c"], v["h"], v["w"], device="cuda", generator=g).to(dtype).contiguous(memory_format=mf)
+        w = torch.randn(v["k"], 1, v["r"], v["s"], device="cuda", generator=g).to(dtype).contiguous(memory_format=mf)
+        y = F.conv2d(x, w, stride=st, padding=pd, dilation=dl, groups=v["g"])
+        gz = torch.randn(y.shape, device="cuda", generator=g).to(dtype).contiguous(memory_format=mf)
+        args = (list(st), list(pd), list(dl), v["g"])
+        aten = torch.ops.aten.convolution_backward
+        t = {}
+        t["cudnn_dgrad"] = bench(lambda: aten(gz, x, w, None, st, pd, dl, False, [0, 0], v["g"], [True, False, False]))
+        t["cudnn_wgrad"] = bench(lambda: aten(gz, x, w, None, st, pd, dl, False, [0, 0], v["g"], [False, True, False]))
+        t["convkit_dgrad"] = bench(lambda: torch.ops.convkit.conv2d_backward_data(gz, w, list(x.shape), *args))
+        t["convkit_wgrad"] = bench(lambda: torch.ops.convkit.conv2d_backward_weight(x, gz, list(w.shape), *args))
+        if st == (1, 1) and v["k"] == v["c"] and dl == (1, 1):
+            wf = w.flip([2, 3]).contiguous(memory_format=mf)
+            pad_t = (v["r"] - 1 - pd[0], v["s"] - 1 - pd[1])
+            t["convkit_fwdflip"] = bench(lambda: convkit.conv2d(gz, wf, None, 1, pad_t, 1, v["g"]))
+        # correctness of what was timed, against cuDNN in fp32 of the same inputs
+        gx_ref, gw_ref, _ = aten(gz.float(), x.float(), w.float(), None, st, pd, dl, False, [0, 0], v["g"],
+                                 [True, True, False])
+        gx = torch.ops.convkit.conv2d_backward_data(gz, w, list(x.shape), *args)
+        gw = torch.ops.convkit.conv2d_backward_weight(x, gz, list(w.shape), *args)
+        err = max(float((gx.float() - gx_ref).norm() / gx_ref.norm()), float((gw.float() - gw_ref).norm() / gw_ref.norm()))
+        es = x.element_size()
+        floor_d = (gz.numel() + w.numel() + x.numel()) * es / (bw * 1e12) * 1e3
+        rows.append(dict(layer=name, **t, floor_ms=floor_d, rel_err=err))
+        print(f"  {name}: " + " ".join(f"{k} {val:.4f}" for k, val in t.items()), file=sys.stderr, flush=True)
+    return rows
+
+
+def train_rows(model_name, batch):
+    import torchvision
+
+    out = []
+    torch.manual_seed(0)
+    base = getattr(torchvision.models, model_name)(weights=None)
+    x = torch.randn(batch, 3, 224, 224, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    target = torch.randint(0, 1000, (batch,), device="cuda")
+
+    def step_fn(m):
+        opt = torch.optim.SGD(m.parameters(), lr=1e-3, momentum=0.9)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(m(x).float(), target)
+            loss.backward()
+            opt.step()
+        return step
+
+    import copy
+
+    torch_m = copy.deepcopy(base).cuda().to(torch.bfloat16).to(memory_format=torch.channels_last).train()
+    ck_m = convkit.nn.convert(copy.deepcopy(base)).cuda().to(torch.bfloat16).to(memory_format=torch.channels_last).train()
+    t_torch = bench(step_fn(torch_m))
+    t_ck = bench(step_fn(ck_m))
+    saved = convkit._autograd.BACKWARD
+    convkit._autograd.BACKWARD = "aten"
+    try:
+        t_ck_aten = bench(step_fn(ck_m))
+    finally:
+        convkit._autograd.BACKWARD = saved
+    out.append(dict(model=model_name, batch=batch, torch_ms=t_torch, convkit_ms=t_ck, convkit_aten_backward_ms=t_ck_aten))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--suites", default="mobilenet_v2,efficientnet_b0,convnext_tiny")
+    ap.add_argument("--configs", default="bf16:nhwc,f32:nchw")
+    ap.add_argument("--train", default="")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--bw", type=float, default=4.26)
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
+    report = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, cudnn=torch.backends.cudnn.version(),
+                  layers={}, train=[])
+    for cfg in [c for c in a.configs.split(",") if c]:
+        dt, lay = cfg.split(":")
+        dtype = dict(bf16=torch.bfloat16, f16=torch.float16, f32=torch.float32)[dt]
+        mf = torch.channels_last if lay == "nhwc" else torch.contiguous_format
+        for suite in [s for s in a.suites.split(",") if s]:
+            print(f"{suite} {cfg}", file=sys.stderr, flush=True)
+            rows = layer_rows(suite, dtype, mf, a.bw)
+            report["layers"][f"{suite}:{cfg}"] = rows
+            print(f"\n### {suite} {dt} {lay} (batch {a.batch}), ms\n")
+            print("| layer | cuDNN dgrad | convkit dgrad | fwd-flip | x | cuDNN wgrad | convkit wgrad | x | floor | err |")
+            print("|---|---|---|---|---|---|---|---|---|---|")
+            for r in rows:
+                ff = r.get("convkit_fwdflip")
+                print(f"| {r['layer']} | {r['cudnn_dgrad']:.4f} | {r['convkit_dgrad']:.4f} | "
+                      f"{'%.4f' % ff if ff else '-'} | {r['cudnn_dgrad'] / min(r['convkit_dgrad'], ff or 9e9):.2f} | "
+                      f"{r['cudnn_wgrad']:.4f} | {r['convkit_wgrad']:.4f} | {r['cudnn_wgrad'] / r['convkit_wgrad']:.2f} | "
+                      f"{r['floor_ms']:.4f} | {r['rel_err']:.1e} |")
+    for m in [m for m in a.train.split(",") if m]:
+        rows = train_rows(m, a.batch)
+        report["train"] += rows
+        for r in rows:
+            print(f"\ntraining step {m} bf16 channels_last batch {a.batch}: torch {r['torch_ms']:.2f} ms, convkit "
+                  f"{r['convkit_ms']:.2f} ms ({r['torch_ms'] / r['convkit_ms']:.2f}x), convkit with aten's backward "
+                  f"{r['convkit_aten_backward_ms']:.2f} ms")
+    if a.json:
+        with open(a.json + ".tmp", "w") as f:
+            json.dump(report, f, indent=1)
+        os.replace(a.json + ".tmp", a.json)
+
+
+if __name__ == "__main__":
+    main()

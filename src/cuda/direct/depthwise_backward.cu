@@ -1,0 +1,417 @@
+// The gradients of a depthwise convolution (groups = C, K = M*C for a channel multiplier M) as direct
+// kernels: conv2d_backward_data and conv2d_backward_weight (convkit/backward.hpp) on CUDA, and through them
+// the PyTorch extension's autograd.
+//
+// Adds over cuda_depthwise (the forward): the two transposed directions of the same sparse problem, so that
+// a depthwise layer's backward does no work on the zeros an implicit GEMM would hold either.
+//   data gradient: a gather. Input element (n, c, h, w) sums gz[n, c*M + m, p, q] * w[c*M + m, r, s] over
+//     the taps whose output (p, q) lands on it: (h + pad_h - r*dil_h) a multiple of stride_h, and likewise
+//     along W. Every stride, dilation and padding; no zero-stuffed copy of gz.
+//   weight gradient: a reduction over N*P*Q per (channel, tap) in two kernels and a fixed order, so the
+//     same inputs give the same bits on every call: the first writes one fp32 partial sum per pixel slice,
+//     the second adds the slices in order and rounds once.
+//
+// Work mapping.
+//   depthwise_dgrad_kernel, NHWC: a block = kThreads / lanes input pixels x lanes channel vectors of kVec
+//     elements (16 bytes when M = 1, C % kVec == 0 and the pointers are aligned; else kVec = 1 and a thread
+//     loops over its channel's M outputs); a warp's loads and stores are contiguous runs along C, and the
+//     block's filter taps sit in shared memory as fp32 [tap][channel]. NCHW: one thread per input element,
+//     consecutive threads along W.
+//   depthwise_wgrad_partial_kernel: a block = (pixel slice, channel block, chunk of kTaps taps); its threads
+//     are lanes along the channels (vectors of kWgradVec; 1 lane in NCHW, where the block holds one channel) x rows
+//     that stride over the slice's pixels, each accumulating kTaps x kVec sums in registers; a fixed-shape
+//     tree in shared memory adds the rows, tap by tap. depthwise_wgrad_reduce_kernel: one thread per
+//     (channel, tap) adds the slices in order.
+// The slice count aims at ~4 blocks per SM, so the bits depend on the problem and the device's SM count.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "convkit/status.hpp"
+#include "core/backward.hpp"
+#include "cuda/common/check.cuh"
+#include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/epilogue.cuh"
+#include "cuda/common/geometry.cuh"
+
+namespace convkit::detail {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kTaps = 9;                // taps per weight-gradient pass (a 3x3 filter in one)
+constexpr int kWgradVec = 4;            // channels per weight-gradient thread (NHWC, M = 1)
+constexpr int64_t kSmemLimit = 48 * 1024;
+
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+template <typename T, int V>
+__device__ __forceinline__ void load_f32(const T* p, float (&out)[V]) {
+  if constexpr (V == 1) {
+    out[0] = elem_to_float<T>(*p);
+  } else {
+    const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(p);
+#pragma unroll
+    for (int e = 0; e < V; ++e) out[e] = elem_to_float<T>(v.v[e]);
+  }
+}
+
+// The host's choice for one launch.
+struct BwdPlan {
+  int vec = 1;          // kVec
+  int lanes = 1;        // channel vectors per block (1 in NCHW)
+  bool smem_taps = false;
+  int64_t smem = 0;     // dgrad: the taps in shared memory, bytes
+  int64_t slices = 1, pix_per_slice = 0;  // wgrad
+  int64_t cblocks = 1, tchunks = 1;       // wgrad
+};
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+int elem_vec(DType t) { return t == DType::f32 ? 4 : 8; }
+
+// decode_pixel's 64-bit case without a 64-bit division (a called routine, whose saved registers spill):
+// the image from a double-precision estimate (inv_pq = 1 / (P*Q), from the host), corrected by one step
+// either way: the image index is below 2^28, so the estimate is off by far less than one.
+__device__ __forceinline__ PixelPos decode_pixel_wide(int64_t m, int64_t pq, double inv_pq, int Q) {
+  PixelPos r;
+  r.img = int64_t(double(m) * inv_pq);
+  int64_t rest = m - r.img * pq;
+  if (rest < 0) --r.img, rest += pq;
+  if (rest >= pq) ++r.img, rest -= pq;
+  r.p = int(rest) / Q;
+  r.q = int(rest) - r.p * Q;
+  return r;
+}
+
+// ---- data gradient ------------------------------------------------------------------------------------
+template <typename T, int kVec, bool kNHWC>
+__global__ void __launch_bounds__(kThreads)
+    depthwise_dgrad_kernel(ConvDims d, int lanes, bool smem_taps, double inv_hw, const T* __restrict__ gz,
+                           const T* __restrict__ wei, T* __restrict__ gx) {
+  extern __shared__ float s_w[];  // NHWC with smem_taps: [R*S][lanes*kVec] (M == 1)
+  const int RS = d.r * d.s, M = d.kg, tid = threadIdx.x;
+  int64_t n;
+  int h, w, c, lane = 0;
+  if constexpr (kNHWC) {
+    const int kb = lanes * kVec, c0 = blockIdx.y * kb;
+    if (smem_taps) {
+      for (int i = tid; i < RS * kb; i += blockDim.x) {
+        const int cc = c0 + i % kb;
+        s_w[i] = cc < d.c ? elem_to_float<T>(wei[int64_t(cc) * RS + i / kb]) : 0.0f;
+      }
+      __syncthreads();
+    }
+    lane = tid % lanes;
+    const int rows = kThreads / lanes, row = tid / lanes;
+    const int64_t pix = int64_t(blockIdx.x) * rows + row;
+    c = c0 + lane * kVec;
+    if (row >= rows || pix >= int64_t(d.n) * d.h * d.w || c >= d.c) return;
+    const int64_t hw = int64_t(d.h) * d.w;
+    const PixelPos pp = int64_t(d.n) * hw <= INT_MAX ? decode_pixel(pix, hw, d.w, true)
+                                                      : decode_pixel_wide(pix, hw, inv_hw, d.w);
+    n = pp.img, h = pp.p, w = pp.q;
+  } else {
+    // Block = (plane, run of kThreads pixels of it): every index fits 32 bits (a 64-bit division is a
+    // called routine).
+    const unsigned tiles = unsigned((d.h * d.w + kThreads - 1) / kThreads), plane = blockIdx.x / tiles;
+    const int hw = int(blockIdx.x - plane * tiles) * kThreads + tid;
+    if (hw >= d.h * d.w) return;
+    h = hw / d.w, w = hw - h * d.w;
+    n = plane / unsigned(d.c), c = int(plane - unsigned(n) * unsigned(d.c));
+  }
+
+  float acc[kVec];
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
+  for (int r = 0; r < d.r; ++r) {
+    const int ph = h + d.pad_h - r * d.dil_h;
+    if (ph < 0) break;  // later taps only go further up
+    const int p = d.stride_h == 1 ? ph : ph / d.stride_h;
+    if (p * d.stride_h != ph || p >= d.p) continue;
+    for (int s = 0; s < d.s; ++s) {
+      const int qw = w + d.pad_w - s * d.dil_w;
+      if (qw < 0) break;
+      const int q = d.stride_w == 1 ? qw : qw / d.stride_w;
+      if (q * d.stride_w != qw || q >= d.q) continue;
+      const int rs = r * d.s + s;
+      if constexpr (kNHWC && kVec > 1) {  // M == 1: channel c's one output is channel c
+        float g[kVec];
+        load_f32<T, kVec>(gz + ((n * d.p + p) * d.q + q) * d.k + c, g);
+        if (smem_taps) {
+          const float* wp = s_w + rs * (lanes * kVec) + lane * kVec;
+#pragma unroll
+          for (int e = 0; e < kVec; e += 4) {
+            const float4 w4 = *reinterpret_cast<const float4*>(wp + e);
+            acc[e] = fmaf(g[e], w4.x, acc[e]), acc[e + 1] = fmaf(g[e + 1], w4.y, acc[e + 1]);
+            acc[e + 2] = fmaf(g[e + 2], w4.z, acc[e + 2]), acc[e + 3] = fmaf(g[e + 3], w4.w, acc[e + 3]);
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e)
+            acc[e] = fmaf(g[e], elem_to_float<T>(wei[int64_t(c + e) * RS + rs]), acc[e]);
+        }
+      } else {
+        for (int m = 0; m < M; ++m) {
+          const int64_t k = int64_t(c) * M + m;
+          const int64_t o = kNHWC ? ((n * d.p + p) * d.q + q) * d.k + k : ((n * d.k + k) * d.p + p) * d.q + q;
+          acc[0] = fmaf(elem_to_float<T>(gz[o]), elem_to_float<T>(wei[k * RS + rs]), acc[0]);
+        }
+      }
+    }
+  }
+  const int64_t o = kNHWC ? ((n * d.h + h) * d.w + w) * d.c + c : ((n * d.c + c) * d.h + h) * int64_t(d.w) + w;
+  if constexpr (kVec == 1) {
+    gx[o] = float_to_elem<T>(acc[0]);
+  } else {
+    Vec<T, kVec> out;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) out.v[e] = float_to_elem<T>(acc[e]);
+    *reinterpret_cast<Vec<T, kVec>*>(gx + o) = out;
+  }
+}
+
+// ---- weight gradient ----------------------------------------------------------------------------------
+template <typename T, int kVec, bool kNHWC>
+__global__ void __launch_bounds__(kThreads)
+    depthwise_wgrad_partial_kernel(ConvDims d, int lanes, int64_t slices, int64_t pix_per_slice, double inv_pq,
+                                   const T* __restrict__ x, const T* __restrict__ gz, float* __restrict__ partial) {
+  __shared__ float red[kThreads * kVec];
+  const int RS = d.r * d.s, M = d.kg, tid = threadIdx.x;
+  const int kb = lanes * kVec, rows = kThreads / lanes, row = tid / lanes, lane = tid % lanes;
+  const int64_t slice = blockIdx.x % slices;
+  const int k0 = int(blockIdx.x / slices) * kb, t0 = blockIdx.y * kTaps;
+  const int nt = min(kTaps, RS - t0);
+  const int k = k0 + lane * kVec, c = k / M;  // the thread's first output channel and its input channel
+  const bool active = row < rows && k < d.k;
+
+  // The chunk's taps as input offsets from the window origin (a tap past the chunk never matches: its
+  // row offset is out of every image).
+  int dh[kTaps], dw[kTaps];
+#pragma unroll
+  for (int j = 0; j < kTaps; ++j) {
+    const int rs = t0 + j;
+    dh[j] = j < nt ? (rs / d.s) * d.dil_h : INT_MAX / 2;
+    dw[j] = j < nt ? (rs % d.s) * d.dil_w : 0;
+  }
+  float acc[kTaps][kVec];
+#pragma unroll
+  for (int j = 0; j < kTaps; ++j)
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) acc[j][e] = 0.0f;
+
+  const int64_t npq = int64_t(d.n) * d.p * d.q, pq = int64_t(d.p) * d.q;
+  const int64_t m_end = min(npq, (slice + 1) * pix_per_slice);
+  const bool fits32 = npq <= INT_MAX;
+  if (active)
+    for (int64_t m = slice * pix_per_slice + row; m < m_end; m += rows) {
+      const PixelPos pp = fits32 ? decode_pixel(m, pq, d.q, true) : decode_pixel_wide(m, pq, inv_pq, d.q);
+      const int h0 = pp.p * d.stride_h - d.pad_h, w0 = pp.q * d.stride_w - d.pad_w;
+      float g[kVec];
+      if constexpr (kNHWC)
+        load_f32<T, kVec>(gz + m * d.k + k, g);
+      else
+        load_f32<T, 1>(gz + ((pp.img * d.k + k) * d.p + pp.p) * d.q + pp.q, g);
+#pragma unroll
+      for (int j = 0; j < kTaps; ++j) {
+        const int h = h0 + dh[j], w = w0 + dw[j];
+        if (h < 0 || h >= d.h || w < 0 || w >= d.w) continue;
+        float xv[kVec];
+        if constexpr (kNHWC)
+          load_f32<T, kVec>(x + ((pp.img * d.h + h) * d.w + w) * d.c + c, xv);
+        else
+          load_f32<T, 1>(x + ((pp.img * d.c + c) * d.h + h) * int64_t(d.w) + w, xv);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[j][e] = fmaf(g[e], xv[e], acc[j][e]);
+      }
+    }
+
+  // The block's rows added tap by tap in a tree of fixed shape (row i takes row i + span), then row 0
+  // writes the slice's partial sums.
+  float* mine = red + (row * lanes + lane) * kVec;
+  for (int j = 0; j < nt; ++j) {
+    if (row < rows) {
+#pragma unroll
+      for (int jj = 0; jj < kTaps; ++jj)
+        if (jj == j) {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) mine[e] = acc[jj][e];
+        }
+    }
+    __syncthreads();
+    for (int span = 1; span < rows; span *= 2) {
+      if (row < rows && row % (2 * span) == 0 && row + span < rows) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) mine[e] += mine[span * kb + e];
+      }
+      __syncthreads();
+    }
+    if (row == 0)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        if (k + e < d.k) partial[(slice * d.k + k + e) * RS + t0 + j] = mine[e];
+    __syncthreads();
+  }
+}
+
+// gw[k, tap] = the slices' partial sums added in slice order, rounded once.
+template <typename T>
+__global__ void depthwise_wgrad_reduce_kernel(int64_t krs, int64_t slices, const float* __restrict__ partial,
+                                              T* __restrict__ gw) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= krs) return;
+  float acc = 0.0f;
+  for (int64_t s = 0; s < slices; ++s) acc += partial[s * krs + i];
+  gw[i] = float_to_elem<T>(acc);
+}
+
+// ---- host side -----------------------------------------------------------------------------------------
+BwdPlan plan_dgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) {
+  BwdPlan t;
+  if (cfg.layout == Layout::nchw) return t;
+  const int v = elem_vec(cfg.dtype);
+  t.vec = vec_ok && pb.k_per_group() == 1 && pb.c % v == 0 ? v : 1;
+  t.lanes = int(std::min<int64_t>(32, (pb.c + t.vec - 1) / t.vec));
+  if (t.vec > 1) {
+    int64_t lanes = t.lanes;
+    while (lanes > 1 && pb.r * pb.s * lanes * t.vec * 4 > kSmemLimit) lanes /= 2;
+    t.lanes = int(lanes);
+    t.smem = pb.r * pb.s * lanes * t.vec * 4;
+    t.smem_taps = t.smem <= kSmemLimit;
+    if (!t.smem_taps) t.smem = 0;
+  }
+  return t;
+}
+
+BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) {
+  BwdPlan t;
+  if (cfg.layout == Layout::nhwc) {
+    // NOTE: 4 channels a thread in every dtype (8-byte loads of 16-bit tensors): with 8, the 72 sums took
+    // 128 registers and spilled.
+    t.vec = vec_ok && pb.k_per_group() == 1 && pb.k % kWgradVec == 0 ? kWgradVec : 1;
+    t.lanes = int(std::min<int64_t>(32, (pb.k + t.vec - 1) / t.vec));
+  }
+  const int64_t kb = int64_t(t.lanes) * t.vec, rows = kThreads / t.lanes;
+  t.cblocks = (pb.k + kb - 1) / kb;
+  t.tchunks = (pb.r * pb.s + kTaps - 1) / kTaps;
+  const int64_t npq = pb.n * pb.p() * pb.q();
+  const int64_t per_slice_blocks = t.cblocks * t.tchunks;
+  const int64_t want = std::max<int64_t>(1, (4 * int64_t(sm_count_of_current_device()) + per_slice_blocks - 1) /
+                                                per_slice_blocks);
+  const int64_t most = std::max<int64_t>(1, npq / (8 * rows));  // at least 8 pixels a thread
+  t.slices = std::min(want, most);
+  t.pix_per_slice = std::max<int64_t>(1, (npq + t.slices - 1) / t.slices);
+  t.slices = std::max<int64_t>(1, (npq + t.pix_per_slice - 1) / t.pix_per_slice);
+  return t;
+}
+
+template <typename T>
+void dgrad(const Conv2dProblem& pb, const ConvConfig& cfg, const T* gz, const T* wei, T* gx, cudaStream_t st) {
+  const ConvDims d = make_dims(pb);
+  const BwdPlan t = plan_dgrad(pb, cfg, aligned16(gz) && aligned16(gx));
+  constexpr int kV = int(16 / sizeof(T));
+  if (cfg.layout == Layout::nchw) {
+    const int64_t blocks = pb.n * pb.c * ((pb.h * pb.w + kThreads - 1) / kThreads);
+    depthwise_dgrad_kernel<T, 1, false><<<unsigned(blocks), kThreads, 0, st>>>(d, 1, false, 0.0, gz, wei, gx);
+  } else {
+    const int64_t rows = kThreads / t.lanes, pixels = pb.n * pb.h * pb.w;
+    const double inv_hw = 1.0 / double(pb.h * pb.w);
+    const dim3 grid(unsigned((pixels + rows - 1) / rows), unsigned((pb.c + t.lanes * t.vec - 1) / (t.lanes * t.vec)));
+    if (t.vec > 1)
+      depthwise_dgrad_kernel<T, kV, true><<<grid, kThreads, t.smem, st>>>(d, t.lanes, t.smem_taps, inv_hw, gz, wei, gx);
+    else
+      depthwise_dgrad_kernel<T, 1, true><<<grid, kThreads, 0, st>>>(d, t.lanes, false, inv_hw, gz, wei, gx);
+  }
+  CK_LAUNCH("depthwise_dgrad_kernel");
+}
+
+template <typename T>
+void wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, const T* x, const T* gz, T* gw, float* partial,
+           cudaStream_t st) {
+  const ConvDims d = make_dims(pb);
+  const BwdPlan t = plan_wgrad(pb, cfg, aligned16(x) && aligned16(gz));
+  constexpr int kV = kWgradVec;
+  const dim3 grid(unsigned(t.slices * t.cblocks), unsigned(t.tchunks));
+  const double inv_pq = 1.0 / double(pb.p() * pb.q());
+  if (cfg.layout == Layout::nchw)
+    depthwise_wgrad_partial_kernel<T, 1, false><<<grid, kThreads, 0, st>>>(d, 1, t.slices, t.pix_per_slice, inv_pq, x, gz, partial);
+  else if (t.vec > 1)
+    depthwise_wgrad_partial_kernel<T, kV, true><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, inv_pq, x, gz,
+                                                                          partial);
+  else
+    depthwise_wgrad_partial_kernel<T, 1, true><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, inv_pq, x, gz,
+                                                                         partial);
+  CK_LAUNCH("depthwise_wgrad_partial_kernel");
+  const int64_t krs = pb.k * pb.r * pb.s;
+  depthwise_wgrad_reduce_kernel<T><<<unsigned((krs + 255) / 256), 256, 0, st>>>(krs, t.slices, partial, gw);
+  CK_LAUNCH("depthwise_wgrad_reduce_kernel");
+}
+
+}  // namespace
+
+Support cuda_backward_supports(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  if (!cuda_present()) return Support::no("no CUDA device is present on this machine.");
+  if (pb.groups != pb.c || pb.c_per_group() != 1)
+    return Support::no("the CUDA gradient kernels compute depthwise convolutions only (groups = C).");
+  if (cfg.dtype == DType::f32 && cfg.math == MathMode::tf32)
+    return Support::no("the CUDA gradient kernels compute in strict fp32.");
+  if (Support s = dims_fit_int(pb); !s) return s;
+  const int64_t blocks = std::max(pb.n * pb.c * ((pb.h * pb.w + kThreads - 1) / kThreads), pb.n * pb.h * pb.w);
+  if (blocks >= INT_MAX || pb.k * pb.r * pb.s >= INT_MAX)
+    return Support::no("the problem needs more than 2^31 blocks or filter elements.");
+  if ((pb.r * pb.s + kTaps - 1) / kTaps > 65535) return Support::no("the filter has more than 589815 taps.");
+  if ((pb.c + 31) / 32 > 65535) return Support::no("more than 65535 blocks of 32 channels (grid.y).");
+  return Support::yes();
+}
+
+std::string cuda_backward_kernel_name(const Conv2dProblem& pb, const ConvConfig& cfg, bool weight) {
+  const BwdPlan t = weight ? plan_wgrad(pb, cfg, true) : plan_dgrad(pb, cfg, true);
+  std::string s = weight ? "depthwise_wgrad_partial_kernel + depthwise_wgrad_reduce_kernel"
+                         : "depthwise_dgrad_kernel";
+  s += std::string(" (") + to_string(cfg.layout) + ", " + std::to_string(t.vec) + "-element vectors";
+  if (weight) s += ", " + std::to_string(t.slices) + " pixel slices";
+  return s + "; 1-element vectors where a pointer is misaligned)";
+}
+
+void cuda_depthwise_backward_data(const Conv2dProblem& pb, const ConvConfig& cfg, const void* gz, const void* wei,
+                                  void* gx, void* stream) {
+  cudaStream_t st = as_stream(stream);
+  switch (cfg.dtype) {
+    case DType::f32: return dgrad<float>(pb, cfg, static_cast<const float*>(gz), static_cast<const float*>(wei),
+                                          static_cast<float*>(gx), st);
+    case DType::f16: return dgrad<__half>(pb, cfg, static_cast<const __half*>(gz), static_cast<const __half*>(wei),
+                                           static_cast<__half*>(gx), st);
+    case DType::bf16:
+      return dgrad<__nv_bfloat16>(pb, cfg, static_cast<const __nv_bfloat16*>(gz),
+                                  static_cast<const __nv_bfloat16*>(wei), static_cast<__nv_bfloat16*>(gx), st);
+  }
+}
+
+size_t cuda_depthwise_backward_weight_workspace(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  const BwdPlan t = plan_wgrad(pb, cfg, true);
+  // The vector plan's slice count bounds the scalar one's (same rows or more per block, same pixels).
+  const BwdPlan s = plan_wgrad(pb, cfg, false);
+  return size_t(std::max(t.slices, s.slices) * pb.k * pb.r * pb.s) * sizeof(float);
+}
+
+void cuda_depthwise_backward_weight(const Conv2dProblem& pb, const ConvConfig& cfg, const void* x, const void* gz,
+                                    void* gw, void* workspace, void* stream) {
+  cudaStream_t st = as_stream(stream);
+  auto* partial = static_cast<float*>(workspace);
+  switch (cfg.dtype) {
+    case DType::f32: return wgrad<float>(pb, cfg, static_cast<const float*>(x), static_cast<const float*>(gz),
+                                          static_cast<float*>(gw), partial, st);
+    case DType::f16: return wgrad<__half>(pb, cfg, static_cast<const __half*>(x), static_cast<const __half*>(gz),
+                                           static_cast<__half*>(gw), partial, st);
+    case DType::bf16:
+      return wgrad<__nv_bfloat16>(pb, cfg, static_cast<const __nv_bfloat16*>(x),
+                                  static_cast<const __nv_bfloat16*>(gz), static_cast<__nv_bfloat16*>(gw), partial, st);
+  }
+}
+
+}  // namespace convkit::detail

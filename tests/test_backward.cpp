@@ -1,0 +1,287 @@
+// conv2d_backward_data and conv2d_backward_weight (convkit/backward.hpp).
+//   CPU: the reference gradients are the adjoints of cpu_ref's forward: <conv(x, w), gz> = <x, dL/dx> =
+//        <w, dL/dw> exactly on small integers, for dense, grouped and depthwise problems.
+//   CUDA: the depthwise kernels bit-equal to the CPU reference on small integers in f32 (filters 1x1 to
+//        31x31, multipliers 1 to 4, strides 1 to 3, dilation, padding past R/2, channel counts off the vector
+//        width, 1x1 and 1xW images, both layouts, misaligned pointers), within 1e-2 (relative L2) in f16 and
+//        bf16, the weight gradient the same bits on every call, past 2^31 elements, and the errors. (A
+//        problem's batch is at least 1; the PyTorch ops answer an empty batch themselves.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convkit/backward.hpp"
+#include "test_util.hpp"
+
+using namespace convkit;
+
+namespace {
+
+struct Grads {
+  ckt::HostTensor gx, gw;
+};
+
+double dot(const ckt::HostTensor& a, const ckt::HostTensor& b) {
+  const std::vector<double> x = a.logical(), y = b.logical();
+  double s = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) s += x[i] * y[i];
+  return s;
+}
+
+ckt::HostTensor filled(DType t, Layout l, std::array<int64_t, 4> dims, std::mt19937& rng, bool ints) {
+  ckt::HostTensor h(t, l, dims);
+  h.fill_logical(ints ? ckt::small_ints(size_t(h.numel()), rng) : ckt::gaussian(size_t(h.numel()), rng));
+  return h;
+}
+
+Grads cpu_grads(const Conv2dProblem& p, const ckt::HostTensor& x, const ckt::HostTensor& w,
+                const ckt::HostTensor& gz) {
+  Grads g{ckt::HostTensor(DType::f32, x.layout, input_dims(p)), ckt::HostTensor(DType::f32, x.layout, weight_dims(p))};
+  conv2d_backward_data(p, gz.view_const(), w.view_const(), g.gx.view());
+  conv2d_backward_weight(p, x.view_const(), gz.view_const(), g.gw.view());
+  return g;
+}
+
+// The same tensors in f32 (the CPU reference of a 16-bit run: the 16-bit values, exactly).
+ckt::HostTensor as_f32(const ckt::HostTensor& t) {
+  ckt::HostTensor f(DType::f32, t.layout, t.dims);
+  f.fill_logical(t.logical());
+  return f;
+}
+
+// Device copies; `shift` elements into their buffers (a misaligned pointer when not a multiple of 8).
+struct DeviceTensor {
+  Buffer buf;
+  TensorView view;
+  DeviceTensor(const ckt::HostTensor& h, int64_t shift, bool poison) {
+    const size_t es = dtype_size(h.dtype), bytes = h.bytes.size();
+    buf = Buffer(Device::cuda, bytes + size_t(shift) * es + 16);
+    if (poison) buf.fill_bytes(0xFF);
+    view = TensorView{static_cast<unsigned char*>(buf.data()) + shift * int64_t(es), h.dtype, h.layout, Device::cuda,
+                      h.dims};
+    if (!poison) copy_in(h);
+  }
+  void copy_in(const ckt::HostTensor& h) {
+    // (Buffer copies from its start: stage through a host copy placed at the shifted offset)
+    std::vector<unsigned char> whole(buf.bytes(), 0);
+    std::memcpy(whole.data() + (static_cast<unsigned char*>(view.data) - static_cast<unsigned char*>(buf.data())),
+                h.bytes.data(), h.bytes.size());
+    buf.copy_from_host(whole.data(), whole.size());
+  }
+  ckt::HostTensor copy_out() const {
+    ckt::HostTensor h(view.dtype, view.layout, view.dims);
+    std::vector<unsigned char> whole(buf.bytes());
+    buf.copy_to_host(whole.data(), whole.size());
+    std::memcpy(h.bytes.data(),
+                whole.data() + (static_cast<unsigned char*>(view.data) - static_cast<unsigned char*>(buf.data())),
+                h.bytes.size());
+    return h;
+  }
+};
+
+Grads gpu_grads(const Conv2dProblem& p, const ckt::HostTensor& x, const ckt::HostTensor& w,
+                const ckt::HostTensor& gz, int64_t shift = 0) {
+  DeviceTensor dx(x, shift, false), dw(w, shift, false), dgz(gz, shift, false);
+  DeviceTensor dgx(ckt::HostTensor(x.dtype, x.layout, x.dims), shift, true);
+  DeviceTensor dgw(ckt::HostTensor(w.dtype, w.layout, w.dims), shift, true);
+  conv2d_backward_data(p, dgz.view, dw.view, dgx.view);
+  conv2d_backward_weight(p, dx.view, dgz.view, dgw.view);
+  device_synchronize(Device::cuda);
+  return {dgx.copy_out(), dgw.copy_out()};
+}
+
+double rel_l2(const ckt::HostTensor& got, const ckt::HostTensor& want) {
+  const std::vector<double> a = got.logical(), b = want.logical();
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return den == 0.0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+bool gpu_here() {
+  if (cuda_device_available()) return true;
+  if (ckt::require_gpu()) ADD_FAILURE() << "CONVKIT_REQUIRE_GPU=1 but no CUDA device is available";
+  return false;
+}
+
+TEST(Backward, CpuReferenceIsTheAdjointOfTheForward) {
+  const char* specs[] = {"n2c4h7w9k6r3s3p1",          "n1c6h8w8k4r3s3p1u2g2",    "n2c5h9w7k5r3s3p1g5",
+                         "n1c3h11w10k6r5s3ph3pw1d2g3", "n1c4h6w13k8r1s1u3g4",      "n2c3h5w5k3r3s3p3g3",
+                         "n1c2h9w9k4r7s7p2u2g1",       "n1c8h10w6k8r3s3p1uh2uw1g4"};
+  std::mt19937 rng(3);
+  for (const char* spec : specs)
+    for (Layout l : {Layout::nchw, Layout::nhwc}) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      const ckt::HostTensor x = filled(DType::f32, l, input_dims(p), rng, true);
+      const ckt::HostTensor w = filled(DType::f32, l, weight_dims(p), rng, true);
+      const ckt::HostTensor gz = filled(DType::f32, l, output_dims(p), rng, true);
+      ckt::HostTensor y(DType::f32, l, output_dims(p));
+      RunOptions o;
+      o.algo = "cpu_ref";
+      conv2d(p, x.view_const(), w.view_const(), y.view(), Epilogue{}, o);
+      const Grads g = cpu_grads(p, x, w, gz);
+      const double forward = dot(y, gz);
+      EXPECT_EQ(dot(x, g.gx), forward) << spec << " " << to_string(l);
+      EXPECT_EQ(dot(w, g.gw), forward) << spec << " " << to_string(l);
+    }
+}
+
+TEST(Backward, BadRequestsGetAReason) {
+  const Conv2dProblem p = Conv2dProblem::parse("n1c4h5w5k4r3s3p1g4");
+  ckt::HostTensor x(DType::f32, Layout::nchw, input_dims(p)), w(DType::f32, Layout::nchw, weight_dims(p)),
+      gz(DType::f32, Layout::nchw, output_dims(p)), wrong(DType::f32, Layout::nchw, {1, 4, 5, 6});
+  try {
+    conv2d_backward_data(p, gz.view(), w.view(), wrong.view());
+    ADD_FAILURE() << "accepted a grad_in of the wrong shape";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::invalid_tensor);
+    EXPECT_NE(std::string(e.what()).find("grad_in"), std::string::npos) << e.what();
+  }
+  try {
+    conv2d_backward_weight(p, x.view(), gz.view(), TensorView{x.view().data, DType::f32, Layout::nchw,
+                                                              Device::cpu, weight_dims(p)});
+    ADD_FAILURE() << "accepted a grad_wei aliasing the input";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::invalid_tensor);
+  }
+  ckt::HostTensor xb(DType::bf16, Layout::nchw, input_dims(p)), wb(DType::bf16, Layout::nchw, weight_dims(p)),
+      gzb(DType::bf16, Layout::nchw, output_dims(p));
+  try {
+    conv2d_backward_weight(p, xb.view(), gzb.view(), wb.view());
+    ADD_FAILURE() << "the CPU accepted bf16";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("f32 only"), std::string::npos) << e.what();
+  }
+}
+
+// ---- CUDA ------------------------------------------------------------------------------------------
+
+const char* kDepthwiseSpecs[] = {
+    "n2c32h17w19k32r3s3p1g32",      "n1c144h14w14k144r3s3p1u2g144", "n2c17h9w13k17r5s5p2g17",
+    "n1c3h11w7k3r7s7p3g3",          "n1c145h9w9k145r3s3p1g145",     "n2c16h12w12k16r3s3p4d2g16",
+    "n1c8h40w40k8r31s31p15g8",      "n1c16h1w1k16r3s3p1g16",        "n2c24h1w37k24r1s5ph0pw2g24",
+    "n1c16h15w15k32r3s3p1g16",      "n1c8h13w11k32r3s3p1u2g8",      "n1c9h10w10k27r5s5p2g9",
+    "n3c64h23w29k64r1s1g64",        "n1c40h21w21k40r7s7p3u2d2g40",  "n1c96h28w28k96r7s7p3g96",
+    "n1c16h8w8k16r3s3p0u3g16",      "n2c48h31w5k48r3s1p1g48",       "n1c8h19w19k8r11s11p5d2g8",
+    "n2c48h33w31k48r5s5p2u2g48",    "n1c32h21w20k32r3s3p2dh2g32",   "n1c24h13w9k24r7s3ph3pw1g24",
+    "n4c64h16w16k256r3s3p1u2g64",   "n1c12h9w9k12r3s3p1uh3uw2g12",  "n5c8h3w3k8r3s3p2u2g8"};
+
+TEST(CudaBackward, DepthwiseBitEqualToTheReferenceOnSmallIntegersF32) {
+  if (!gpu_here()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(21);
+  int i = 0;
+  for (const char* spec : kDepthwiseSpecs)
+    for (Layout l : {Layout::nchw, Layout::nhwc}) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      const ckt::HostTensor x = filled(DType::f32, l, input_dims(p), rng, true);
+      const ckt::HostTensor w = filled(DType::f32, l, weight_dims(p), rng, true);
+      const ckt::HostTensor gz = filled(DType::f32, l, output_dims(p), rng, true);
+      const Grads want = cpu_grads(p, x, w, gz);
+      // every third case on pointers one element off 16 bytes (the scalar kernels)
+      const Grads got = gpu_grads(p, x, w, gz, (i++ % 3 == 2) ? 1 : 0);
+      EXPECT_EQ(got.gx.bytes, want.gx.bytes) << spec << " " << to_string(l) << " data gradient";
+      EXPECT_EQ(got.gw.bytes, want.gw.bytes) << spec << " " << to_string(l) << " weight gradient";
+    }
+}
+
+TEST(CudaBackward, DepthwiseSixteenBitWithinBound) {
+  if (!gpu_here()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(22);
+  int i = 0;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const char* spec : kDepthwiseSpecs)
+      for (Layout l : {Layout::nchw, Layout::nhwc}) {
+        const Conv2dProblem p = Conv2dProblem::parse(spec);
+        const ckt::HostTensor x = filled(dt, l, input_dims(p), rng, false);
+        const ckt::HostTensor w = filled(dt, l, weight_dims(p), rng, false);
+        const ckt::HostTensor gz = filled(dt, l, output_dims(p), rng, false);
+        const Grads want = cpu_grads(p, as_f32(x), as_f32(w), as_f32(gz));
+        const Grads got = gpu_grads(p, x, w, gz, (i++ % 4 == 3) ? 1 : 0);
+        EXPECT_LE(rel_l2(got.gx, want.gx), 1e-2) << spec << " " << to_string(dt) << " " << to_string(l);
+        EXPECT_LE(rel_l2(got.gw, want.gw), 1e-2) << spec << " " << to_string(dt) << " " << to_string(l);
+      }
+}
+
+TEST(CudaBackward, DepthwiseWeightGradientIsTheSameBitsOnEveryCall) {
+  if (!gpu_here()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(23);
+  for (Layout l : {Layout::nhwc, Layout::nchw}) {
+    const Conv2dProblem p = Conv2dProblem::parse("n8c96h28w28k96r3s3p1g96");
+    const ckt::HostTensor x = filled(DType::bf16, l, input_dims(p), rng, false);
+    const ckt::HostTensor gz = filled(DType::bf16, l, output_dims(p), rng, false);
+    const ckt::HostTensor w = filled(DType::bf16, l, weight_dims(p), rng, false);
+    const Grads a = gpu_grads(p, x, w, gz), b = gpu_grads(p, x, w, gz), c = gpu_grads(p, x, w, gz);
+    EXPECT_EQ(a.gw.bytes, b.gw.bytes) << to_string(l);
+    EXPECT_EQ(a.gw.bytes, c.gw.bytes) << to_string(l);
+  }
+}
+
+TEST(CudaBackward, RefusesWhatItHasNoKernelFor) {
+  if (!gpu_here()) GTEST_SKIP() << "no CUDA device";
+  const Conv2dProblem p = Conv2dProblem::parse("n1c8h5w5k8r3s3p1g2");
+  const ckt::HostTensor x(DType::f32, Layout::nhwc, input_dims(p)), w(DType::f32, Layout::nhwc, weight_dims(p)),
+      gz(DType::f32, Layout::nhwc, output_dims(p));
+  try {
+    gpu_grads(p, x, w, gz);
+    ADD_FAILURE() << "a grouped (not depthwise) problem was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("depthwise"), std::string::npos) << e.what();
+  }
+}
+
+// N*H*W past 2^31 pixels (the kernels' 64-bit pixel decode), bf16, one channel: sampled data-gradient
+// elements exactly, the weight gradient's centre tap against a double sum on the host.
+TEST(CudaBackward, DepthwisePast2To31Elements) {
+  if (!gpu_here()) GTEST_SKIP() << "no CUDA device";
+  const Conv2dProblem p = Conv2dProblem::parse("n2c1h32800w32800k1r3s3p1g1");  // 2,151,680,000 elements
+  // Small integers from a hash of the memory index, as bf16 bits (one channel: both layouts hold (n, h, w)
+  // in the same order, and the output has the input's shape).
+  uint16_t bits[8];
+  for (int v = 0; v < 8; ++v) {
+    const float f = float(v - 3);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    bits[v] = uint16_t(u >> 16);  // exact: small integers need no rounding
+  }
+  auto code = [](int64_t i, uint32_t salt) { return int(((uint64_t(i) * 2654435761u + salt) >> 7) & 7); };
+  for (Layout l : {Layout::nhwc, Layout::nchw}) {
+    ckt::HostTensor x(DType::bf16, l, input_dims(p)), gz(DType::bf16, l, output_dims(p)),
+        w(DType::bf16, l, weight_dims(p));
+    auto* xb = reinterpret_cast<uint16_t*>(x.bytes.data());
+    auto* gb = reinterpret_cast<uint16_t*>(gz.bytes.data());
+    double centre = 0.0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int a = code(i, 1), b = code(i, 2);
+      xb[i] = bits[a], gb[i] = bits[b];
+      centre += double((a - 3) * (b - 3));
+    }
+    for (int64_t i = 0; i < w.numel(); ++i) w.set(0, 0, i / 3, i % 3, double(i % 5 - 2));
+    const Grads g = gpu_grads(p, x, w, gz);
+    const int64_t H = p.h, W = p.w;
+    for (int64_t n : {int64_t(0), int64_t(1)})
+      for (int64_t h : {int64_t(0), H / 2, H - 1})
+        for (int64_t w0 : {int64_t(0), W - 1, W / 3}) {
+          double want = 0.0;
+          for (int r = 0; r < 3; ++r)
+            for (int s = 0; s < 3; ++s) {
+              const int64_t pp = h + 1 - r, qq = w0 + 1 - s;
+              if (pp < 0 || pp >= H || qq < 0 || qq >= W) continue;
+              want += gz.at(n, 0, pp, qq) * w.at(0, 0, r, s);
+            }
+          EXPECT_EQ(g.gx.at(n, 0, h, w0), want) << to_string(l) << " " << n << "," << h << "," << w0;
+        }
+    // fp32 partial sums of ~2e9 products, then one bf16 rounding
+    EXPECT_NEAR(g.gw.at(0, 0, 1, 1), centre, std::fabs(centre) * 1e-2 + 64.0) << to_string(l);
+  }
+}
+
+}  // namespace
