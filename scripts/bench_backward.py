@@ -30,10 +30,10 @@ import convkit._autograd
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def bench(fn):
+def bench(fn, warmup=25, rep=100):
     import triton.testing
 
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+    return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
 def parse_spec(spec):
@@ -119,12 +119,13 @@ def train_rows(model_name, batch):
 
     torch_m = copy.deepcopy(base).cuda().to(torch.bfloat16).to(memory_format=torch.channels_last).train()
     ck_m = convkit.nn.convert(copy.deepcopy(base)).cuda().to(torch.bfloat16).to(memory_format=torch.channels_last).train()
-    t_torch = bench(step_fn(torch_m))
-    t_ck = bench(step_fn(ck_m))
+    # ~20-30 ms a step: 0.5 s of warm-up and 3 s of steps (>= 100) for each median
+    t_torch = bench(step_fn(torch_m), 500, 3000)
+    t_ck = bench(step_fn(ck_m), 500, 3000)
     saved = convkit._autograd.BACKWARD
     convkit._autograd.BACKWARD = "aten"
     try:
-        t_ck_aten = bench(step_fn(ck_m))
+        t_ck_aten = bench(step_fn(ck_m), 500, 3000)
     finally:
         convkit._autograd.BACKWARD = saved
     out.append(dict(model=model_name, batch=batch, torch_ms=t_torch, convkit_ms=t_ck, convkit_aten_backward_ms=t_ck_aten))

@@ -176,15 +176,17 @@ std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Ten
   if (aten_only) return aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32);
   const int64_t r = w.size(-2), s = w.size(-1);
   at::Tensor gx, gw;
-  if (depthwise_kernels_take(gz, x, w, groups, per_sample)) {
-    if (need_x) gx = backward_data_op(gz, w, x.sizes(), stride, padding, dilation, groups);
-    if (need_w) gw = backward_weight_op(x, gz, w.sizes(), stride, padding, dilation, groups).contiguous(memory_format_of(w));
-    return {gx, gw};
-  }
+  const bool depthwise = depthwise_kernels_take(gz, x, w, groups, per_sample);
+  const bool as_conv = stride[0] == 1 && stride[1] == 1 && padding[0] <= dilation[0] * (r - 1) &&
+                       padding[1] <= dilation[1] * (s - 1);
   try {
     if (need_x) {
-      if (stride[0] == 1 && stride[1] == 1 && padding[0] <= dilation[0] * (r - 1) &&
-          padding[1] <= dilation[1] * (s - 1)) {
+      // NOTE: a depthwise layer (multiplier 1) at stride 1 as the forward kernels on the flipped filter, the
+      // gather kernel otherwise: on the H200 (2026-12-01, bf16 NHWC and f32 NCHW, docs/perf.md) the forward
+      // kernels ran stride 1 1.3-2.8x faster than the gather, which has no shared-memory tile.
+      if (depthwise && !(as_conv && w.size(0) == x.size(1))) {
+        gx = backward_data_op(gz, w, x.sizes(), stride, padding, dilation, groups);
+      } else if (as_conv) {
         // gz convolved with the spatially flipped, per-group transposed filters (as _flipped_transposed)
         at::Tensor wt;
         if (per_sample) {
@@ -204,7 +206,9 @@ std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Ten
         gx = aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, true, false, tf32).first;
       }
     }
-    if (need_w)
+    if (need_w && depthwise)
+      gw = backward_weight_op(x, gz, w.sizes(), stride, padding, dilation, groups).contiguous(memory_format_of(w));
+    else if (need_w)
       gw = weight_grad(x, gz, r, s, stride, padding, dilation, groups, per_sample, algo_bw,
                        per_sample ? at::MemoryFormat::Contiguous : memory_format_of(w));
   } catch (const c10::NotImplementedError&) {  // no convkit kernel for a backward problem: aten for both

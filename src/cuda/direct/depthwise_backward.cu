@@ -126,19 +126,39 @@ __global__ void __launch_bounds__(kThreads)
     n = plane / unsigned(d.c), c = int(plane - unsigned(n) * unsigned(d.c));
   }
 
+  // The taps that land on (h, w). With dilation 1 along an axis they are r = (h + pad) mod stride and every
+  // stride-th one after it, each one output row lower: one division per axis, none per tap, and no tap
+  // visited in vain (a quarter of them at stride 2). Otherwise every tap, tested.
+  const bool h_step = d.dil_h == 1, w_step = d.dil_w == 1;
+  const int r_first = h_step ? (h + d.pad_h) % d.stride_h : 0, r_inc = h_step ? d.stride_h : 1;
+  const int p_first = h_step ? (h + d.pad_h) / d.stride_h : 0;
+  const int s_first = w_step ? (w + d.pad_w) % d.stride_w : 0, s_inc = w_step ? d.stride_w : 1;
+  const int q_first = w_step ? (w + d.pad_w) / d.stride_w : 0;
   float acc[kVec];
 #pragma unroll
   for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
-  for (int r = 0; r < d.r; ++r) {
-    const int ph = h + d.pad_h - r * d.dil_h;
-    if (ph < 0) break;  // later taps only go further up
-    const int p = d.stride_h == 1 ? ph : ph / d.stride_h;
-    if (p * d.stride_h != ph || p >= d.p) continue;
-    for (int s = 0; s < d.s; ++s) {
-      const int qw = w + d.pad_w - s * d.dil_w;
-      if (qw < 0) break;
-      const int q = d.stride_w == 1 ? qw : qw / d.stride_w;
-      if (q * d.stride_w != qw || q >= d.q) continue;
+  for (int r = r_first, pr = p_first; r < d.r; r += r_inc, --pr) {
+    int p = pr;
+    if (h_step) {
+      if (p < 0) break;  // later taps only go further up
+    } else {
+      const int ph = h + d.pad_h - r * d.dil_h;
+      if (ph < 0) break;
+      p = d.stride_h == 1 ? ph : ph / d.stride_h;
+      if (p * d.stride_h != ph) continue;
+    }
+    if (p >= d.p) continue;
+    for (int s = s_first, qs = q_first; s < d.s; s += s_inc, --qs) {
+      int q = qs;
+      if (w_step) {
+        if (q < 0) break;
+      } else {
+        const int qw = w + d.pad_w - s * d.dil_w;
+        if (qw < 0) break;
+        q = d.stride_w == 1 ? qw : qw / d.stride_w;
+        if (q * d.stride_w != qw) continue;
+      }
+      if (q >= d.q) continue;
       const int rs = r * d.s + s;
       if constexpr (kNHWC && kVec > 1) {  // M == 1: channel c's one output is channel c
         float g[kVec];
@@ -361,7 +381,11 @@ Support cuda_backward_supports(const Conv2dProblem& pb, const ConvConfig& cfg) {
   if (cfg.dtype == DType::f32 && cfg.math == MathMode::tf32)
     return Support::no("the CUDA gradient kernels compute in strict fp32.");
   if (Support s = dims_fit_int(pb); !s) return s;
-  const int64_t blocks = std::max(pb.n * pb.c * ((pb.h * pb.w + kThreads - 1) / kThreads), pb.n * pb.h * pb.w);
+  // The largest grid.x: NCHW's (plane, pixel run) blocks, or NHWC's pixel blocks of the scalar plan (the
+  // fewest pixels a block).
+  const int64_t rows = kThreads / std::min<int64_t>(32, pb.c);
+  const int64_t blocks = std::max(pb.n * pb.c * ((pb.h * pb.w + kThreads - 1) / kThreads),
+                                  (pb.n * pb.h * pb.w + rows - 1) / rows);
   if (blocks >= INT_MAX || pb.k * pb.r * pb.s >= INT_MAX)
     return Support::no("the problem needs more than 2^31 blocks or filter elements.");
   if ((pb.r * pb.s + kTaps - 1) / kTaps > 65535) return Support::no("the filter has more than 589815 taps.");
