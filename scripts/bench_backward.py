@@ -14,7 +14,8 @@ and the floor: the bytes each gradient must move (dgrad: grad_out + w + grad_in;
 over --bw TB/s (the H200's measured copy rate, ../shared/ANCHORS.md).
 --train: one training step (forward, backward, SGD) of the torchvision model at batch 32, bf16 channels_last:
 PyTorch eager, convkit.nn.convert with the gradient kernels, and the same with aten's backward
-(convkit._autograd.BACKWARD = "aten"), each with its median ms.
+(convkit._autograd.BACKWARD = "aten"), each with its median ms. --profile: the same steps under torch.profiler,
+the GPU time of each step by kernel family (convkit's kernels, cuDNN/cuBLAS, BatchNorm, the rest), per step.
 """
 import argparse
 import json
@@ -96,7 +97,7 @@ def layer_rows(suite, dtype, mf, bw):
     return rows
 
 
-def train_rows(model_name, batch):
+def train_rows(model_name, batch, profile=False):
     import torchvision
 
     out = []
@@ -129,7 +130,40 @@ def train_rows(model_name, batch):
     finally:
         convkit._autograd.BACKWARD = saved
     out.append(dict(model=model_name, batch=batch, torch_ms=t_torch, convkit_ms=t_ck, convkit_aten_backward_ms=t_ck_aten))
+    if profile:
+        out[-1]["profile"] = {"torch": kernel_families(step_fn(torch_m)), "convkit": kernel_families(step_fn(ck_m))}
     return out
+
+
+def family(name):
+    n = name.lower()
+    if "convkit" in n or "depthwise" in n or "igemm" in n or "wgmma" in n:
+        return "convkit"
+    if "cudnn" in n or "xmma" in n or "sm90" in n or "cutlass" in n or "gemm" in n or "conv" in n:
+        return "cudnn/cublas"
+    if "batch_norm" in n or "bn_" in n or "welford" in n:
+        return "batchnorm"
+    return "other"
+
+
+def kernel_families(step, steps=5):
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    fam, top = {}, {}
+    for e in prof.key_averages():
+        t = e.device_time_total / 1e3 / steps  # ms per step
+        if t <= 0:
+            continue
+        fam[family(e.key)] = fam.get(family(e.key), 0.0) + t
+        top[e.key[:90]] = t
+    return dict(families=fam, top=sorted(top.items(), key=lambda kv: -kv[1])[:12])
 
 
 def main():
@@ -138,6 +172,7 @@ def main():
     ap.add_argument("--configs", default="bf16:nhwc,f32:nchw")
     ap.add_argument("--train", default="")
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--profile", action="store_true")
     ap.add_argument("--bw", type=float, default=4.26)
     ap.add_argument("--json", default="")
     a = ap.parse_args()
@@ -163,12 +198,17 @@ def main():
                       f"{r['cudnn_wgrad']:.4f} | {r['convkit_wgrad']:.4f} | {r['cudnn_wgrad'] / r['convkit_wgrad']:.2f} | "
                       f"{r['floor_ms']:.4f} | {r['rel_err']:.1e} |")
     for m in [m for m in a.train.split(",") if m]:
-        rows = train_rows(m, a.batch)
+        rows = train_rows(m, a.batch, a.profile)
         report["train"] += rows
         for r in rows:
             print(f"\ntraining step {m} bf16 channels_last batch {a.batch}: torch {r['torch_ms']:.2f} ms, convkit "
                   f"{r['convkit_ms']:.2f} ms ({r['torch_ms'] / r['convkit_ms']:.2f}x), convkit with aten's backward "
                   f"{r['convkit_aten_backward_ms']:.2f} ms")
+            for who, prof in r.get("profile", {}).items():
+                print(f"\n{who}: GPU ms per step by family: " +
+                      ", ".join(f"{k} {v:.2f}" for k, v in sorted(prof["families"].items(), key=lambda kv: -kv[1])))
+                for k, v in prof["top"]:
+                    print(f"  {v:7.3f}  {k}")
     if a.json:
         with open(a.json + ".tmp", "w") as f:
             json.dump(report, f, indent=1)
