@@ -23,6 +23,9 @@
 //     tree in shared memory adds the rows, tap by tap. depthwise_wgrad_reduce_kernel: one thread per
 //     (channel, tap) adds the slices in order.
 // The slice count aims at ~4 blocks per SM, so the bits depend on the problem and the device's SM count.
+// nvcc -Xptxas -v (sm_90): dgrad 32-48 registers, wgrad 48-80, no spills.
+// measured (H200, 2026-12-01, bf16 NHWC batch 32, docs/perf.md): dgrad mbv2_dw3x3s2_144_56 0.0636 ms (0.83x
+// cuDNN), wgrad mbv2_dw3x3_144_56 0.2536 ms (0.19x cuDNN's 0.047); f32 NCHW wgrad cnxt 7x7 96@56 0.742 ms (0.88x).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
