@@ -10,11 +10,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "convkit/backward.hpp"
+#include "depthwise_specs.hpp"
 #include "test_util.hpp"
 
 using namespace convkit;
@@ -164,21 +166,21 @@ TEST(Backward, BadRequestsGetAReason) {
 
 // ---- CUDA ------------------------------------------------------------------------------------------
 
-const char* kDepthwiseSpecs[] = {
-    "n2c32h17w19k32r3s3p1g32",      "n1c144h14w14k144r3s3p1u2g144", "n2c17h9w13k17r5s5p2g17",
-    "n1c3h11w7k3r7s7p3g3",          "n1c145h9w9k145r3s3p1g145",     "n2c16h12w12k16r3s3p4d2g16",
-    "n1c8h40w40k8r31s31p15g8",      "n1c16h1w1k16r3s3p1g16",        "n2c24h1w37k24r1s5ph0pw2g24",
-    "n1c16h15w15k32r3s3p1g16",      "n1c8h13w11k32r3s3p1u2g8",      "n1c9h10w10k27r5s5p2g9",
-    "n3c64h23w29k64r1s1g64",        "n1c40h21w21k40r7s7p3u2d2g40",  "n1c96h28w28k96r7s7p3g96",
-    "n1c16h8w8k16r3s3p0u3g16",      "n2c48h31w5k48r3s1p1g48",       "n1c8h19w19k8r11s11p5d2g8",
-    "n2c48h33w31k48r5s5p2u2g48",    "n1c32h21w20k32r3s3p2dh2g32",   "n1c24h13w9k24r7s3ph3pw1g24",
-    "n4c64h16w16k256r3s3p1u2g64",   "n1c12h9w9k12r3s3p1uh3uw2g12",  "n5c8h3w3k8r3s3p2u2g8"};
+// The shared depthwise shapes, and three of the gradients' own: a multiplier of 4 at stride 2, unequal
+// strides, padding past the filter at stride 2 on a 3x3 image.
+const char* kMoreSpecs[] = {"n4c64h16w16k256r3s3p1u2g64", "n1c12h9w9k12r3s3p1uh3uw2g12", "n5c8h3w3k8r3s3p2u2g8"};
+
+std::vector<const char*> depthwise_specs() {
+  std::vector<const char*> v(std::begin(ckt::kDepthwiseSpecs), std::end(ckt::kDepthwiseSpecs));
+  v.insert(v.end(), std::begin(kMoreSpecs), std::end(kMoreSpecs));
+  return v;
+}
 
 TEST(CudaBackward, DepthwiseBitEqualToTheReferenceOnSmallIntegersF32) {
   if (!gpu_here()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(21);
   int i = 0;
-  for (const char* spec : kDepthwiseSpecs)
+  for (const char* spec : depthwise_specs())
     for (Layout l : {Layout::nchw, Layout::nhwc}) {
       const Conv2dProblem p = Conv2dProblem::parse(spec);
       const ckt::HostTensor x = filled(DType::f32, l, input_dims(p), rng, true);
@@ -197,7 +199,7 @@ TEST(CudaBackward, DepthwiseSixteenBitWithinBound) {
   std::mt19937 rng(22);
   int i = 0;
   for (DType dt : {DType::f16, DType::bf16})
-    for (const char* spec : kDepthwiseSpecs)
+    for (const char* spec : depthwise_specs())
       for (Layout l : {Layout::nchw, Layout::nhwc}) {
         const Conv2dProblem p = Conv2dProblem::parse(spec);
         const ckt::HostTensor x = filled(dt, l, input_dims(p), rng, false);
