@@ -38,6 +38,7 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
 #include "cuda/common/epilogue.cuh"
+#include "cuda/common/vec.cuh"
 #include "cuda/direct/direct_common.cuh"
 #include "cuda/tc/tc_common.cuh"
 
@@ -59,11 +60,6 @@ struct DwPlan {
   int tiles_p = 1, tiles_q = 1;
   int64_t smem = 0;      // bytes
   int threads = 0;
-};
-
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
 };
 
 template <typename T>
@@ -312,13 +308,6 @@ __global__ void depthwise_nchw_kernel(ConvDims d, DwPlan t, const T* __restrict_
 __device__ __forceinline__ void cp_async16_zfill(void* s, const void* g, bool pred) {
   const uint32_t sa = uint32_t(__cvta_generic_to_shared(s));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(pred ? 16 : 0));
-}
-
-template <typename T, int kVec>
-__device__ __forceinline__ void load_vec_f32(const T* p, float (&out)[kVec]) {
-  const Vec<T, kVec> v = *reinterpret_cast<const Vec<T, kVec>*>(p);
-#pragma unroll
-  for (int e = 0; e < kVec; ++e) out[e] = elem_to_float<T>(v.v[e]);
 }
 
 // NHWC, M = 1, C % kVec == 0, 16-byte aligned: the block and thread layout of depthwise_nhwc_kernel except
@@ -585,8 +574,6 @@ DwPlan plan_nchw(const Conv2dProblem& pb) {
 }
 
 int64_t elem_bytes(DType t) { return t == DType::f32 ? 4 : 2; }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // The vector width of an NHWC call: 16 bytes where C allows it and M = 1; the pointers are checked at
 // run time (a misaligned one takes the scalar instance of the same kernel).

@@ -39,6 +39,7 @@
 #include "cuda/common/cuda_algorithm.hpp"
 #include "cuda/common/epilogue.cuh"
 #include "cuda/common/geometry.cuh"
+#include "cuda/common/vec.cuh"
 
 namespace convkit::detail {
 namespace {
@@ -47,22 +48,6 @@ constexpr int kThreads = 256;
 constexpr int kTaps = 9;                // taps per weight-gradient pass (a 3x3 filter in one)
 constexpr int kWgradVec = 4;            // channels per weight-gradient thread (NHWC, M = 1)
 constexpr int64_t kSmemLimit = 48 * 1024;
-
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
-
-template <typename T, int V>
-__device__ __forceinline__ void load_f32(const T* p, float (&out)[V]) {
-  if constexpr (V == 1) {
-    out[0] = elem_to_float<T>(*p);
-  } else {
-    const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(p);
-#pragma unroll
-    for (int e = 0; e < V; ++e) out[e] = elem_to_float<T>(v.v[e]);
-  }
-}
 
 // The host's choice for one launch.
 struct BwdPlan {
@@ -73,8 +58,6 @@ struct BwdPlan {
   int64_t slices = 1, pix_per_slice = 0;  // wgrad
   int64_t cblocks = 1, tchunks = 1;       // wgrad
 };
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 int elem_vec(DType t) { return t == DType::f32 ? 4 : 8; }
 
@@ -165,7 +148,7 @@ __global__ void __launch_bounds__(kThreads)
       const int rs = r * d.s + s;
       if constexpr (kNHWC && kVec > 1) {  // M == 1: channel c's one output is channel c
         float g[kVec];
-        load_f32<T, kVec>(gz + ((n * d.p + p) * d.q + q) * d.k + c, g);
+        load_vec_f32<T, kVec>(gz + ((n * d.p + p) * d.q + q) * d.k + c, g);
         if (smem_taps) {
           const float* wp = s_w + rs * (lanes * kVec) + lane * kVec;
 #pragma unroll
@@ -237,18 +220,18 @@ __global__ void __launch_bounds__(kThreads)
       const int h0 = pp.p * d.stride_h - d.pad_h, w0 = pp.q * d.stride_w - d.pad_w;
       float g[kVec];
       if constexpr (kNHWC)
-        load_f32<T, kVec>(gz + m * d.k + k, g);
+        load_vec_f32<T, kVec>(gz + m * d.k + k, g);
       else
-        load_f32<T, 1>(gz + ((pp.img * d.k + k) * d.p + pp.p) * d.q + pp.q, g);
+        load_vec_f32<T, 1>(gz + ((pp.img * d.k + k) * d.p + pp.p) * d.q + pp.q, g);
 #pragma unroll
       for (int j = 0; j < kTaps; ++j) {
         const int h = h0 + dh[j], w = w0 + dw[j];
         if (h < 0 || h >= d.h || w < 0 || w >= d.w) continue;
         float xv[kVec];
         if constexpr (kNHWC)
-          load_f32<T, kVec>(x + ((pp.img * d.h + h) * d.w + w) * d.c + c, xv);
+          load_vec_f32<T, kVec>(x + ((pp.img * d.h + h) * d.w + w) * d.c + c, xv);
         else
-          load_f32<T, 1>(x + ((pp.img * d.c + c) * d.h + h) * int64_t(d.w) + w, xv);
+          load_vec_f32<T, 1>(x + ((pp.img * d.c + c) * d.h + h) * int64_t(d.w) + w, xv);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) acc[j][e] = fmaf(g[e], xv[e], acc[j][e]);
       }
