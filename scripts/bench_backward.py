@@ -27,8 +27,7 @@ import torch.nn.functional as F
 
 import convkit
 import convkit._autograd
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from torch_anchor import parse_spec, read_suite  # the suite files' reader, next to this script
 
 
 def bench(fn, warmup=25, rep=100):
@@ -37,31 +36,13 @@ def bench(fn, warmup=25, rep=100):
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
-def parse_spec(spec):
-    import re
-
-    v = dict(n=1, c=1, h=1, w=1, k=1, r=1, s=1, g=1, u=1, d=1, p=0)
-    pairs = {}
-    for key, num in re.findall(r"([a-z]+)(\d+)", spec):
-        pairs[key] = int(num)
-    v.update({k: pairs[k] for k in pairs if k in v})
-    st = (pairs.get("uh", v["u"]), pairs.get("uw", v["u"]))
-    pd = (pairs.get("ph", v["p"]), pairs.get("pw", v["p"]))
-    dl = (pairs.get("dh", v["d"]), pairs.get("dw", v["d"]))
-    return v, st, pd, dl
-
-
 def layers(suite):
+    """The suite's depthwise problems (groups = C > 1) as (name, sizes, stride, padding, dilation)."""
     out = []
-    with open(os.path.join(ROOT, "bench", "shapes", suite + ".txt")) as f:
-        for line in f:
-            line = line.split("#")[0].strip()
-            if not line:
-                continue
-            name, spec = line.split()
-            v, st, pd, dl = parse_spec(spec)
-            if v["g"] == v["c"] and v["g"] > 1:
-                out.append((name, v, st, pd, dl))
+    for name, spec in read_suite(suite):
+        v = parse_spec(spec)
+        if v["g"] == v["c"] and v["g"] > 1:
+            out.append((name, v, (v["uh"], v["uw"]), (v["ph"], v["pw"]), (v["dh"], v["dw"])))
     return out
 
 

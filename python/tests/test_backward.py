@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import convkit
-from conftest import DEVICES, MEMORY_FORMATS
+from conftest import DEVICES, MEMORY_FORMATS, make_case
 
 # N, C, H, W, K, R, S, stride, padding, dilation, groups
 CASES = {
@@ -28,14 +28,12 @@ DEPTHWISE = [k for k in CASES if k.startswith("depthwise")]
 
 
 def _case(name, device, dtype, memory_format, seed=0):
-    n, c, h, w, k, r, s, stride, padding, dilation, groups = CASES[name]
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, c, h, w, generator=g, dtype=torch.float64)
-    wt = torch.randn(k, c // groups, r, s, generator=g, dtype=torch.float64) / (c // groups * r * s) ** 0.5
-    conv = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-    gz = torch.randn(F.conv2d(x, wt, **conv).shape, generator=g, dtype=torch.float64)
+    """x, w, grad_out (of the forward's output shape) and the conv arguments, every tensor in memory_format."""
+    x, w, _, conv = make_case(CASES[name], device, dtype, memory_format, seed)
+    g = torch.Generator().manual_seed(seed + 1000)
+    gz = torch.randn(F.conv2d(x.double().cpu(), w.double().cpu(), **conv).shape, generator=g, dtype=torch.float64)
     to = lambda t: t.to(device=device, dtype=dtype).contiguous(memory_format=memory_format)  # noqa: E731
-    return to(x), to(wt), to(gz), conv
+    return x, to(w), to(gz), conv
 
 
 def _reference(x, w, gz, conv):
