@@ -135,14 +135,16 @@ at::Tensor weight_grad(const at::Tensor& x, const at::Tensor& gz, int64_t r, int
   return per_sample ? gw.reshape({n, k, cg, r, s}) : gw.contiguous(w_format);
 }
 
-using BackwardDataSig = at::Tensor(const at::Tensor&, const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
-                                   at::IntArrayRef, at::IntArrayRef, int64_t);
+// convkit::conv2d_backward_data and convkit::conv2d_backward_weight: two tensors, a size, stride, padding,
+// dilation, groups.
+using GradOpSig = at::Tensor(const at::Tensor&, const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
+                             at::IntArrayRef, at::IntArrayRef, int64_t);
 
 at::Tensor backward_data_op(const at::Tensor& gz, const at::Tensor& w, at::IntArrayRef input_size,
                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("convkit::conv2d_backward_data", "")
-                             .typed<BackwardDataSig>();
+                             .typed<GradOpSig>();
   return op.call(gz, w, input_size, stride, padding, dilation, groups);
 }
 
@@ -151,7 +153,7 @@ at::Tensor backward_weight_op(const at::Tensor& x, const at::Tensor& gz, at::Int
                               int64_t groups) {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("convkit::conv2d_backward_weight", "")
-                             .typed<BackwardDataSig>();
+                             .typed<GradOpSig>();
   return op.call(x, gz, weight_size, stride, padding, dilation, groups);
 }
 
@@ -167,15 +169,15 @@ bool depthwise_kernels_take(const at::Tensor& gz, const at::Tensor& x, const at:
 }
 
 // A 1x1, stride-1, unpadded, ungrouped f16/bf16 layer on channels_last tensors (f32 keeps convkit's strict
-// kernels): its weight gradient is one GEMM,
-// gz^T [K, N*P*Q] times x [N*P*Q, C], on views of the tensors as they are (cuBLAS through at::mm, fp32
+// kernels): its weight gradient is one GEMM, gz^T [K, N*P*Q] times x [N*P*Q, C], on views of the tensors as they are (cuBLAS through at::mm, fp32
 // accumulation). NOTE: the correlation form below transposes x and gz into copies first: on the H200
 // (2026-12-01, MobileNetV2 training step, bf16 channels_last, batch 32) those copies took 2.1 ms of a 22 ms step.
 bool pointwise_as_gemm(const at::Tensor& x, const at::Tensor& gz, const at::Tensor& w, at::IntArrayRef stride,
                        at::IntArrayRef padding, int64_t groups, bool per_sample) {
   const at::ScalarType t = x.scalar_type();
-  return (t == at::kBFloat16 || t == at::kHalf) && !per_sample && groups == 1 && w.size(2) == 1 && w.size(3) == 1 && stride[0] == 1 && stride[1] == 1 &&
-         padding[0] == 0 && padding[1] == 0 && x.is_contiguous(at::MemoryFormat::ChannelsLast) &&
+  return (t == at::kBFloat16 || t == at::kHalf) && !per_sample && groups == 1 && w.size(2) == 1 &&
+         w.size(3) == 1 && stride[0] == 1 && stride[1] == 1 && padding[0] == 0 && padding[1] == 0 &&
+         x.is_contiguous(at::MemoryFormat::ChannelsLast) &&
          gz.is_contiguous(at::MemoryFormat::ChannelsLast) && !x.is_contiguous();
 }
 

@@ -138,7 +138,6 @@ void conv2d_backward_data(const Conv2dProblem& pb, const TensorView& gz, const T
   const ConvConfig cfg = config_of(gz);
   if (Support s = backward_support(pb, cfg); !s) throw Error(StatusCode::unsupported, "conv2d_backward_data: " + s.reason);
   log_choice(pb, cfg, false);
-  if (pb.input_elems() == 0) return;
   if (cfg.device == Device::cpu) return cpu_backward_data(pb, gz, wei, gx);
   detail::cuda_depthwise_backward_data(pb, cfg, gz.data, wei.data, gx.data, opt.stream);
 }
@@ -155,7 +154,6 @@ void conv2d_backward_weight(const Conv2dProblem& pb, const TensorView& x, const 
   if (Support s = backward_support(pb, cfg); !s)
     throw Error(StatusCode::unsupported, "conv2d_backward_weight: " + s.reason);
   log_choice(pb, cfg, true);
-  if (pb.weight_elems() == 0) return;
   if (cfg.device == Device::cpu) return cpu_backward_weight(pb, x, gz, gw);
   const size_t need = detail::cuda_depthwise_backward_weight_workspace(pb, cfg);
   void* ws = opt.workspace;
