@@ -59,37 +59,44 @@ ckt::HostTensor as_f32(const ckt::HostTensor& t) {
 struct DeviceTensor {
   Buffer buf;
   TensorView view;
-  DeviceTensor(const ckt::HostTensor& h, int64_t shift, bool poison) {
-    const size_t es = dtype_size(h.dtype), bytes = h.bytes.size();
-    buf = Buffer(Device::cuda, bytes + size_t(shift) * es + 16);
-    if (poison) buf.fill_bytes(0xFF);
-    view = TensorView{static_cast<unsigned char*>(buf.data()) + shift * int64_t(es), h.dtype, h.layout, Device::cuda,
-                      h.dims};
-    if (!poison) copy_in(h);
+  // A copy of h.
+  DeviceTensor(const ckt::HostTensor& h, int64_t shift) : DeviceTensor(h.dtype, h.layout, h.dims, shift) {
+    copy_in(h);
   }
+  // Poisoned (every byte 0xFF: NaN in every dtype).
+  DeviceTensor(DType t, Layout l, std::array<int64_t, 4> dims, int64_t shift) {
+    const size_t es = dtype_size(t), bytes = size_t(dims[0] * dims[1] * dims[2] * dims[3]) * es;
+    buf = Buffer(Device::cuda, bytes + size_t(shift) * es + 16);
+    buf.fill_bytes(0xFF);
+    view = TensorView{static_cast<unsigned char*>(buf.data()) + shift * int64_t(es), t, l, Device::cuda, dims};
+  }
+  size_t shift_bytes() const {
+    return size_t(static_cast<unsigned char*>(view.data) - static_cast<unsigned char*>(buf.data()));
+  }
+  // (Buffer copies from its start: a shifted view is staged through a host copy of the whole buffer)
   void copy_in(const ckt::HostTensor& h) {
-    // (Buffer copies from its start: stage through a host copy placed at the shifted offset)
+    if (shift_bytes() == 0) return buf.copy_from_host(h.bytes.data(), h.bytes.size());
     std::vector<unsigned char> whole(buf.bytes(), 0);
-    std::memcpy(whole.data() + (static_cast<unsigned char*>(view.data) - static_cast<unsigned char*>(buf.data())),
-                h.bytes.data(), h.bytes.size());
+    std::memcpy(whole.data() + shift_bytes(), h.bytes.data(), h.bytes.size());
     buf.copy_from_host(whole.data(), whole.size());
   }
   ckt::HostTensor copy_out() const {
     ckt::HostTensor h(view.dtype, view.layout, view.dims);
+    if (shift_bytes() == 0) {
+      buf.copy_to_host(h.bytes.data(), h.bytes.size());
+      return h;
+    }
     std::vector<unsigned char> whole(buf.bytes());
     buf.copy_to_host(whole.data(), whole.size());
-    std::memcpy(h.bytes.data(),
-                whole.data() + (static_cast<unsigned char*>(view.data) - static_cast<unsigned char*>(buf.data())),
-                h.bytes.size());
+    std::memcpy(h.bytes.data(), whole.data() + shift_bytes(), h.bytes.size());
     return h;
   }
 };
 
 Grads gpu_grads(const Conv2dProblem& p, const ckt::HostTensor& x, const ckt::HostTensor& w,
                 const ckt::HostTensor& gz, int64_t shift = 0) {
-  DeviceTensor dx(x, shift, false), dw(w, shift, false), dgz(gz, shift, false);
-  DeviceTensor dgx(ckt::HostTensor(x.dtype, x.layout, x.dims), shift, true);
-  DeviceTensor dgw(ckt::HostTensor(w.dtype, w.layout, w.dims), shift, true);
+  DeviceTensor dx(x, shift), dw(w, shift), dgz(gz, shift);
+  DeviceTensor dgx(x.dtype, x.layout, x.dims, shift), dgw(w.dtype, w.layout, w.dims, shift);
   conv2d_backward_data(p, dgz.view, dw.view, dgx.view);
   conv2d_backward_weight(p, dx.view, dgz.view, dgw.view);
   device_synchronize(Device::cuda);
