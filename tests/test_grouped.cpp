@@ -1,0 +1,88 @@
+// cuda_grouped beyond the shared sweeps: 2 to 64 channels a group (in and out, equal and not), multiples of 4
+// output channels a group and not, groups that do not fill the last block, 1x1 to 7x7 filters, stride 2 on odd
+// sizes, dilation 2, padding past R/2, batch 1 and 1xW images; bit-equal to cpu_ref on small integers in f32
+// with every epilogue (the residual in place), within the 16-bit bound in f16/bf16; its refusals.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "convkit/convkit.hpp"
+#include "test_util.hpp"
+
+using namespace convkit;
+
+namespace {
+
+const char* kGroupedSpecs[] = {
+    "n2c128h13w15k128r3s3p1g32",     "n1c256h14w14k256r3s3p1u2g32",  "n2c64h9w11k64r3s3p1g2",
+    "n1c24h10w10k48r3s3p1g6",        "n1c96h9w9k48r3s3p1g3",         "n2c12h7w9k18r5s5p2g3",
+    "n1c8h11w11k8r7s7p3g4",          "n1c40h12w12k40r3s3p4d2g5",     "n3c32h5w5k32r1s1g8",
+    "n1c36h1w19k36r1s3ph0pw1g9",     "n1c512h7w7k512r3s3p1g16",      "n1c20h9w7k12r3s3p1u2g4",
+    "n1c1024h7w7k1024r3s3p1g32"};
+
+const Algorithm* grouped() { return find_algorithm("cuda_grouped"); }
+
+TEST(CudaGrouped, BitEqualToReferenceOnSmallIntegersF32) {
+  const Algorithm* a = grouped();
+  if (a == nullptr) GTEST_SKIP() << "cuda_grouped is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  uint32_t seed = 300;
+  for (const char* spec : kGroupedSpecs)
+    for (int e = 0; e < 3; ++e) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      const ConvConfig cfg{DType::f32, Layout::nhwc, Device::cuda, MathMode::strict};
+      ASSERT_TRUE(a->can_implement(p, cfg)) << spec << ": " << a->can_implement(p, cfg).reason;
+      ckt::EpilogueSpec es;
+      es.bias = e >= 1;
+      es.activation = e == 1 ? Activation::relu : e == 2 ? Activation::relu6 : Activation::none;
+      es.residual = e == 2;
+      es.residual_aliases_dst = e == 2 && (seed % 2 == 0);
+      const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, ckt::Fill::small_ints);
+      const ckt::HostTensor want = ckt::reference(c);
+      const ckt::HostTensor got = ckt::run_case(*a, c);
+      const ckt::Verdict v = ckt::check_output(*a, c, got, want.memory_order(), 1e-5, /*exact=*/true);
+      EXPECT_TRUE(v.ok) << v.message;
+    }
+}
+
+TEST(CudaGrouped, SixteenBitWithinBoundEveryActivation) {
+  const Algorithm* a = grouped();
+  if (a == nullptr) GTEST_SKIP() << "cuda_grouped is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  uint32_t seed = 700;
+  int act = 0;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const char* spec : kGroupedSpecs) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      const ConvConfig cfg{dt, Layout::nhwc, Device::cuda, MathMode::strict};
+      ckt::EpilogueSpec es;
+      es.bias = true;
+      es.residual = (seed % 3) == 0;
+      es.residual_aliases_dst = es.residual && (seed % 2 == 0);
+      es.activation = static_cast<Activation>(act++ % 6);
+      const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, ckt::Fill::gaussian);
+      const ckt::HostTensor want = ckt::reference(c);
+      const ckt::HostTensor got = ckt::run_case(*a, c);
+      const ckt::Verdict v = ckt::check_output(*a, c, got, want.memory_order(), 1e-2, /*exact=*/false);
+      EXPECT_TRUE(v.ok) << v.message;
+    }
+}
+
+TEST(CudaGrouped, RejectsWhatItCannotDoWithAReason) {
+  const Algorithm* a = grouped();
+  if (a == nullptr) GTEST_SKIP() << "cuda_grouped is not in this build";
+  const ConvConfig nhwc{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
+  const ConvConfig nchw{DType::bf16, Layout::nchw, Device::cuda, MathMode::strict};
+  const std::pair<const char*, const char*> no[] = {{"n1c32h8w8k32r3s3p1", "grouped"},
+                                                    {"n1c32h8w8k32r3s3p1g32", "depthwise"},
+                                                    {"n1c256h8w8k256r3s3p1g2", "64"}};
+  for (const auto& [spec, word] : no) {
+    const Support s = a->can_implement(Conv2dProblem::parse(spec), nhwc);
+    EXPECT_FALSE(s) << spec;
+    EXPECT_NE(s.reason.find(word), std::string::npos) << spec << ": " << s.reason;
+  }
+  EXPECT_FALSE(a->can_implement(Conv2dProblem::parse("n1c128h8w8k128r3s3p1g32"), nchw));
+  EXPECT_TRUE(a->can_implement(Conv2dProblem::parse("n1c128h8w8k128r3s3p1g32"), nhwc));
+}
+
+}  // namespace
