@@ -1,7 +1,9 @@
 // cuda_grouped beyond the shared sweeps: 2 to 64 channels a group (in and out, equal and not), multiples of 4
 // output channels a group and not, groups that do not fill the last block, 1x1 to 7x7 filters, stride 2 on odd
 // sizes, dilation 2, padding past R/2, batch 1 and 1xW images; bit-equal to cpu_ref on small integers in f32
-// with every epilogue (the residual in place), within the 16-bit bound in f16/bf16; its refusals.
+// with every epilogue (the residual in place), within the 16-bit bound in f16/bf16; its refusals. And
+// cuda_grouped_mma (tensor cores, K = C): bit-equal on small integers in f16 and bf16, within the bound on
+// Gaussian data, on the same list and shapes of its own; its refusals.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -20,7 +22,45 @@ const char* kGroupedSpecs[] = {
     "n1c36h1w19k36r1s3ph0pw1g9",     "n1c512h7w7k512r3s3p1g16",      "n1c20h9w7k12r3s3p1u2g4",
     "n1c1024h7w7k1024r3s3p1g32"};
 
+// Tensor-core shapes (K = C): 2 to 64 channels a group, a partial last 64-channel block, Q past 128 (column
+// tiles), stride 2 and 3, dilation 2, padding past R/2, a 1x1 image.
+const char* kGroupedMmaSpecs[] = {
+    "n2c128h9w9k128r3s3p1g2",        "n1c64h5w150k64r3s3p1g16",      "n2c48h7w7k48r3s3p1u2g6",
+    "n1c32h12w12k32r5s5p2d2g4",      "n1c16h6w6k16r3s3p1u3g4",       "n1c64h1w1k64r3s3p1g8",
+    "n1c32h5w5k32r3s3p3g4",          "n2c256h8w8k256r1s1g64"};
+
 const Algorithm* grouped() { return find_algorithm("cuda_grouped"); }
+const Algorithm* grouped_mma() { return find_algorithm("cuda_grouped_mma"); }
+
+// Every spec of `specs` the algorithm takes in `dt`, with every epilogue in turn (the residual in place on
+// every other one); returns how many ran. Small integers: bit-equal (fp32 sums of them are exact, and the
+// output is rounded once, as the reference rounds); Gaussian: within `bound`.
+template <size_t N>
+int check_specs(const Algorithm& a, DType dt, const char* const (&specs)[N], ckt::Fill fill, double bound,
+                uint32_t seed) {
+  int ran = 0, act = 0;
+  for (const char* spec : specs) {
+    const Conv2dProblem p = Conv2dProblem::parse(spec);
+    const ConvConfig cfg{dt, Layout::nhwc, Device::cuda, MathMode::strict};
+    if (!a.can_implement(p, cfg)) continue;
+    ckt::EpilogueSpec es;
+    es.bias = (seed % 4) != 0;
+    es.residual = (seed % 3) == 0;
+    es.residual_aliases_dst = es.residual && (seed % 2 == 0);
+    // small integers: the exact activations only (none, relu, relu6)
+    es.activation = fill == ckt::Fill::small_ints ? (act % 3 == 0 ? Activation::none : act % 3 == 1 ? Activation::relu
+                                                                                                      : Activation::relu6)
+                                                  : static_cast<Activation>(act % 6);
+    ++act;
+    const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, fill);
+    const ckt::HostTensor want = ckt::reference(c);
+    const ckt::HostTensor got = ckt::run_case(a, c);
+    const ckt::Verdict v = ckt::check_output(a, c, got, want.memory_order(), bound, fill == ckt::Fill::small_ints);
+    EXPECT_TRUE(v.ok) << v.message;
+    ++ran;
+  }
+  return ran;
+}
 
 TEST(CudaGrouped, BitEqualToReferenceOnSmallIntegersF32) {
   const Algorithm* a = grouped();
@@ -49,23 +89,49 @@ TEST(CudaGrouped, SixteenBitWithinBoundEveryActivation) {
   const Algorithm* a = grouped();
   if (a == nullptr) GTEST_SKIP() << "cuda_grouped is not in this build";
   CKT_REQUIRE_USABLE(*a);
-  uint32_t seed = 700;
-  int act = 0;
-  for (DType dt : {DType::f16, DType::bf16})
-    for (const char* spec : kGroupedSpecs) {
-      const Conv2dProblem p = Conv2dProblem::parse(spec);
-      const ConvConfig cfg{dt, Layout::nhwc, Device::cuda, MathMode::strict};
-      ckt::EpilogueSpec es;
-      es.bias = true;
-      es.residual = (seed % 3) == 0;
-      es.residual_aliases_dst = es.residual && (seed % 2 == 0);
-      es.activation = static_cast<Activation>(act++ % 6);
-      const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, ckt::Fill::gaussian);
-      const ckt::HostTensor want = ckt::reference(c);
-      const ckt::HostTensor got = ckt::run_case(*a, c);
-      const ckt::Verdict v = ckt::check_output(*a, c, got, want.memory_order(), 1e-2, /*exact=*/false);
-      EXPECT_TRUE(v.ok) << v.message;
-    }
+  // C/groups % 8 == 0 go to the tensor-core kernels in f16/bf16: the rest of the list runs here.
+  for (DType dt : {DType::f16, DType::bf16}) EXPECT_GE(check_specs(*a, dt, kGroupedSpecs, ckt::Fill::gaussian, 1e-2, 700), 6);
+}
+
+TEST(CudaGroupedMma, BitEqualToReferenceOnSmallIntegers) {
+  const Algorithm* a = grouped_mma();
+  if (a == nullptr) GTEST_SKIP() << "cuda_grouped_mma is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    EXPECT_GE(check_specs(*a, dt, kGroupedSpecs, ckt::Fill::small_ints, 1e-5, 900), 8);
+    EXPECT_EQ(check_specs(*a, dt, kGroupedMmaSpecs, ckt::Fill::small_ints, 1e-5, 950), 8);
+  }
+}
+
+TEST(CudaGroupedMma, GaussianWithinBoundEveryActivation) {
+  const Algorithm* a = grouped_mma();
+  if (a == nullptr) GTEST_SKIP() << "cuda_grouped_mma is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    EXPECT_GE(check_specs(*a, dt, kGroupedSpecs, ckt::Fill::gaussian, 1e-2, 1100), 8);
+    EXPECT_EQ(check_specs(*a, dt, kGroupedMmaSpecs, ckt::Fill::gaussian, 1e-2, 1200), 8);
+  }
+}
+
+TEST(CudaGroupedMma, RejectsWhatItCannotDoWithAReason) {
+  const Algorithm* a = grouped_mma();
+  if (a == nullptr) GTEST_SKIP() << "cuda_grouped_mma is not in this build";
+  const ConvConfig bf16{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
+  const std::pair<const char*, const char*> no[] = {{"n1c32h8w8k32r3s3p1", "grouped"},
+                                                    {"n1c32h8w8k32r3s3p1g32", "depthwise"},
+                                                    {"n1c24h8w8k48r3s3p1g6", "K = C"},
+                                                    {"n1c36h8w8k36r3s3p1g12", "2, 4 or a multiple of 8"},
+                                                    {"n1c36h8w8k36r3s3p1g9", "C % 8"},
+                                                    {"n1c256h8w8k256r3s3p1g2", "multiple of 8 up to 64"}};
+  for (const auto& [spec, word] : no) {
+    const Support s = a->can_implement(Conv2dProblem::parse(spec), bf16);
+    EXPECT_FALSE(s) << spec;
+    EXPECT_NE(s.reason.find(word), std::string::npos) << spec << ": " << s.reason;
+  }
+  const Conv2dProblem ok = Conv2dProblem::parse("n1c128h8w8k128r3s3p1g32");
+  EXPECT_TRUE(a->can_implement(ok, bf16));
+  EXPECT_FALSE(a->can_implement(ok, ConvConfig{DType::bf16, Layout::nchw, Device::cuda, MathMode::strict}));
+  EXPECT_FALSE(a->can_implement(ok, ConvConfig{DType::f32, Layout::nhwc, Device::cuda, MathMode::strict}));
 }
 
 TEST(CudaGrouped, RejectsWhatItCannotDoWithAReason) {

@@ -26,8 +26,12 @@ const std::vector<const Algorithm*>& algorithms() {
 #ifdef CONVKIT_WITH_CUDA
     // Depthwise layers only (groups = C): every GEMM tile there is mostly zeros, so it goes before them all.
     v.push_back(detail::make_cuda_depthwise());
-    // Grouped layers of 2-64 channels a group (ResNeXt): a GEMM tile of 64-256 output channels would be
-    // mostly zeros. NOT YET MEASURED on a GPU: its place is to be fitted to the resnext50 suite.
+    // Grouped layers of 2-64 channels a group with K = C (ResNeXt), f16/bf16: tensor cores on whole groups,
+    // where a GEMM tile of 64-256 output channels would be mostly zeros (see docs/perf.md for the suite).
+    v.push_back(detail::make_cuda_grouped_mma());
+    // The other grouped layers of 2-64 channels a group: strict fp32 (cuDNN runs FMA implicit GEMMs there),
+    // and f16/bf16 whose C/groups the tensor-core kernels only take through their slow gather path. It
+    // declines f16/bf16 with C/groups % 8 == 0, where cuda_igemm_mma measured faster.
     v.push_back(detail::make_cuda_grouped());
     // The fastest dense kernel where it applies (Hopper; f16/bf16 with C/groups % 8, tf32 with % 4; 16-byte
     // aligned operands); also per-sample weights (f16/bf16).

@@ -32,6 +32,7 @@ const Algorithm* make_onednn_cpu();  // peer
 const Algorithm* make_cuda_ref();
 const Algorithm* make_cuda_depthwise();  // depthwise (groups = C): f32/f16/bf16, NCHW/NHWC
 const Algorithm* make_cuda_grouped();    // 2-64 channels a group: f32/f16/bf16, NHWC
+const Algorithm* make_cuda_grouped_mma();  // 2-64 channels a group, K = C: f16/bf16 NHWC, tensor cores
 const Algorithm* make_cuda_direct_naive();
 const Algorithm* make_cuda_direct_smem();
 const Algorithm* make_cuda_direct_regblock();

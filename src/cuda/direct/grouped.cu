@@ -10,7 +10,7 @@
 // block's filters as fp32 [R*S][Cg][kb]. A thread = (lane: kKt consecutive output channels of one group,
 // strip: one output row and a column phase); its outputs are kQt pixels of the row, tq/kQt columns apart,
 // times its kKt channels: 16 fp32 sums, and per input value read from shared memory kKt FMAs (the kKt taps
-// come as one 16-byte read). f32 (strict), f16 and bf16 (fp32 accumulation, one rounding), every filter
+// come as one 16-byte read, and the input four channels at a time where Cg % 4 == 0). f32 (strict), f16 and bf16 (fp32 accumulation, one rounding), every filter
 // size, stride, dilation and padding that fits the shared-memory budget, the whole fused epilogue, 64-bit
 // global offsets.
 #include <cuda_bf16.h>
@@ -45,11 +45,12 @@ struct GrPlan {
   int64_t smem = 0;
 };
 
-GrPlan plan_of(const Conv2dProblem& pb) {
+// The tile for gb groups a block: the widest output tile whose staged input and filters fit.
+GrPlan plan_for(const Conv2dProblem& pb, int gb) {
   GrPlan t;
   const int64_t cg = pb.c_per_group(), kg = pb.k_per_group();
   t.kkt = kg % 4 == 0 ? 4 : 1;
-  t.gb = int(std::max<int64_t>(1, std::min<int64_t>(pb.groups, 64 / std::max(cg, kg))));
+  t.gb = gb;
   const int64_t P = pb.p(), Q = pb.q();
   t.tq = Q <= 4 ? 4 : Q <= 8 ? 8 : 16;
   for (;;) {
@@ -66,7 +67,6 @@ GrPlan plan_of(const Conv2dProblem& pb) {
     t.threads = int(lanes * t.tp * strips_per_row);
     if (t.smem <= kSmemBudget && t.threads <= kThreadsTarget) break;
     if (t.tq > kQt) { t.tq /= 2; continue; }
-    if (t.gb > 1) { t.gb = std::max(1, t.gb / 2); continue; }
     break;  // does not fit: can_implement says so
   }
   t.tiles_p = int((P + t.tp - 1) / t.tp);
@@ -74,8 +74,24 @@ GrPlan plan_of(const Conv2dProblem& pb) {
   return t;
 }
 
+// As many groups a block as keep 64 channels, halved while the block would have fewer than 128 threads
+// (wide groups with stride 2: the filters of two 32-channel groups alone took 72 KB and left a 1x8 tile of
+// 32 threads, 2.0 ms on rnx50_g3x3s2_1024_14 against cuDNN's 0.16).
+GrPlan plan_of(const Conv2dProblem& pb) {
+  const int64_t cg = pb.c_per_group(), kg = pb.k_per_group();
+  int gb = int(std::max<int64_t>(1, std::min<int64_t>(pb.groups, 64 / std::max(cg, kg))));
+  GrPlan t = plan_for(pb, gb);
+  while (gb > 1 && (t.threads < 128 || t.smem > kSmemBudget)) {
+    const GrPlan u = plan_for(pb, gb / 2);
+    if (u.smem > kSmemBudget || (u.threads <= t.threads && t.smem <= kSmemBudget)) break;
+    gb /= 2;
+    t = u;
+  }
+  return t;
+}
+
 // Block (tile, group block): thread = lane + lanes * strip, strip = (row ps, column phase qs).
-template <typename T, int kKt>
+template <typename T, int kKt, int kCv>
 __global__ void __launch_bounds__(kThreadsTarget)
     grouped_nhwc_kernel(ConvDims d, GrPlan t, const T* __restrict__ src, const T* __restrict__ wei, T* dst,
                         DeviceEpilogue<T> epi) {
@@ -124,25 +140,39 @@ __global__ void __launch_bounds__(kThreadsTarget)
 #pragma unroll
     for (int j = 0; j < kKt; ++j) acc[i][j] = 0.0f;
 
+  // Input values are read kCv channels at a time (16 bytes where Cg % 4 == 0): a quarter-warp's lanes then
+  // read whole 16-byte words of one or a few groups, which no two lanes' words share a bank with; one
+  // float a lane at a stride of Cg floats collided in the banks up to four ways.
   const float* ip0 = s_in + (ps * d.stride_h * t.iw + qs * d.stride_w) * cbk + ci0;
   const int out_step = qstrips * d.stride_w * cbk, row_step = d.dil_h * t.iw * cbk, col_step = d.dil_w * cbk;
   const float* wp = s_w + kl;
   for (int r = 0; r < d.r; ++r)
     for (int s = 0; s < d.s; ++s) {
       const float* ip = ip0 + r * row_step + s * col_step;
-      for (int c = 0; c < cg; ++c, wp += kb) {
-        float wv[kKt];
-        if constexpr (kKt == 4) {
-          const float4 w4 = *reinterpret_cast<const float4*>(wp);
-          wv[0] = w4.x, wv[1] = w4.y, wv[2] = w4.z, wv[3] = w4.w;
-        } else {
-          wv[0] = *wp;
-        }
+      for (int c = 0; c < cg; c += kCv) {
+        float xv[kQt][kCv];
 #pragma unroll
         for (int i = 0; i < kQt; ++i) {
-          const float xv = ip[i * out_step + c];
+          if constexpr (kCv == 4) {
+            const float4 x4 = *reinterpret_cast<const float4*>(ip + i * out_step + c);
+            xv[i][0] = x4.x, xv[i][1] = x4.y, xv[i][2] = x4.z, xv[i][3] = x4.w;
+          } else {
+            xv[i][0] = ip[i * out_step + c];
+          }
+        }
 #pragma unroll
-          for (int j = 0; j < kKt; ++j) acc[i][j] = fmaf(xv, wv[j], acc[i][j]);
+        for (int cc = 0; cc < kCv; ++cc, wp += kb) {
+          float wv[kKt];
+          if constexpr (kKt == 4) {
+            const float4 w4 = *reinterpret_cast<const float4*>(wp);
+            wv[0] = w4.x, wv[1] = w4.y, wv[2] = w4.z, wv[3] = w4.w;
+          } else {
+            wv[0] = *wp;
+          }
+#pragma unroll
+          for (int i = 0; i < kQt; ++i)
+#pragma unroll
+            for (int j = 0; j < kKt; ++j) acc[i][j] = fmaf(xv[i][cc], wv[j], acc[i][j]);
         }
       }
     }
@@ -169,7 +199,9 @@ void launch(const ConvCall& call) {
   const ConvDims d = make_dims(pb);
   const GrPlan t = plan_of(pb);
   const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.groups + t.gb - 1) / t.gb));
-  auto kernel = t.kkt == 4 ? grouped_nhwc_kernel<T, 4> : grouped_nhwc_kernel<T, 1>;
+  const bool cv4 = pb.c_per_group() % 4 == 0;
+  auto kernel = t.kkt == 4 ? (cv4 ? grouped_nhwc_kernel<T, 4, 4> : grouped_nhwc_kernel<T, 4, 1>)
+                           : (cv4 ? grouped_nhwc_kernel<T, 1, 4> : grouped_nhwc_kernel<T, 1, 1>);
   if (t.smem > 48 * 1024)
     CK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBudget)));
   kernel<<<grid, t.threads, t.smem, as_stream(call.stream)>>>(d, t, static_cast<const T*>(call.src.data),
@@ -195,6 +227,9 @@ class CudaGrouped final : public CudaAlgorithm {
                          "tile).");
     if (cfg.layout != Layout::nhwc) return Support::no("it reads NHWC tensors only.");
     if (cfg.dtype == DType::f32 && cfg.math == MathMode::tf32) return Support::no("it computes in strict fp32.");
+    if (cfg.dtype != DType::f32 && pb.c_per_group() % 8 == 0)
+      return Support::no("f16/bf16 with C/groups % 8 == 0 run on tensor cores (cuda_grouped_mma, cuda_igemm_mma), "
+                         "which measured faster.");
     if (Support s = dims_fit_int(pb); !s) return s;
     const GrPlan t = plan_of(pb);
     if (t.smem > kSmemBudget || t.threads > kThreadsTarget)

@@ -32,6 +32,7 @@
 // rung that shows it: 3x3 64->64 at 56x56 0.0302 ms against cuda_igemm_wgmma's 0.0295-0.0303 and cuDNN's
 // ~0.027. The profile and the designs tried are in docs/perf.md (2026-11-30, commit 87a0b7c).
 #include "cuda/tc/wgmma_common.cuh"
+#include "cuda/tc/mma_sync.cuh"
 
 #include <algorithm>
 #include <atomic>
@@ -59,14 +60,6 @@ __device__ __forceinline__ void wgmma_rs64(float (&d)[32], const uint32_t (&a)[4
   }
 CK_HALO_RS(__half, "f16")
 CK_HALO_RS(__nv_bfloat16, "bf16")
-
-// One warp's 16 x 16 A fragment: lane l gives the address of row l % 8 of 8x8 matrix l / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&x)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-               : "r"(addr)
-               : "memory");
-}
 
 // The launch's geometry beyond TcArgs (which the epilogue reads in its per-sample form: Mb = P*Q, image b's
 // rows from b * P*Q).

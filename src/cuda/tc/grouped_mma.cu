@@ -1,0 +1,311 @@
+// cuda_grouped_mma: grouped convolutions with 2 to 64 channels a group (ResNeXt's 3x3 layers: 4 to 32) on
+// tensor cores, f16/bf16 NHWC with fp32 accumulation.
+//
+// Adds over cuda_grouped (the fp32 direct kernel): mma.sync m16n8k16 with several groups in one block, and
+// over cuda_igemm_mma: no GEMM tile spent on zeros. A block stages the input tile of 64 channels (whole
+// groups) with its halo once; each warp multiplies one group's pixels by that group's filters only.
+//   - The reduction of one group is cut into units of 8 channels x 1 filter tap (16 bytes of a staged pixel),
+//     two units per k16 step. An A fragment row is one output pixel's unit: ldmatrix takes a row address per
+//     lane, so the im2col gather is only an address in the staged tile (no copy, no zeros but the padding).
+//   - Groups of fewer than 8 channels (Cg = 2 or 4) are merged into super-groups of 8 whose filter is block
+//     diagonal (zeros across groups): 2x or 4x the multiplies, on units the tensor cores take whole.
+//   - The staged pixel is 128 bytes; its 16-byte chunks are XOR-swizzled with the pixel's column (key
+//     (x >> xshift) & 7, xshift = 1 for stride 2) so that the 8 rows of an ldmatrix phase, 8 consecutive
+//     output pixels, fall on distinct banks. Filter rows are an odd number of 16-byte units long for the
+//     same reason.
+// Work mapping: a block = one image x tp output rows x tq columns (tp*tq <= 128: 8 m16 tiles) x 64 output
+// channels (K = C: the filter keeps each group's width). 8 warps; warp = kWM m16 tiles x kWN n8 tiles of one
+// super-group (kWN = min(super-group width / 8, 4), kWM = 8 / kWN), fp32 accumulators in registers; the
+// epilogue (bias, activation, residual) is applied on the way out.
+// nvcc -Xptxas -v (sm_90): see docs/kernels.md; measured rows in docs/perf.md.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "core/registry.hpp"
+#include "cuda/common/check.cuh"
+#include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/epilogue.cuh"
+#include "cuda/common/geometry.cuh"
+#include "cuda/tc/mma_sync.cuh"
+
+namespace convkit::detail {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBlockC = 64;               // input (= output) channels a block: a 128-byte staged pixel
+constexpr int kChunks = kBlockC / 8;      // 16-byte chunks a staged pixel
+constexpr int kPixBytes = kBlockC * 2;
+constexpr int kMaxM = 128;                // output pixels a block (8 m16 tiles)
+constexpr int64_t kSmemBudget = 200 * 1024;
+
+struct GmPlan {
+  int cs = 8;          // super-group width (input = output channels): f * Cg groups merged, f = 8 / Cg below 8
+  int units = 0;       // 16-byte reduction units of a super-group: R*S*cs/8
+  int steps = 0;       // k16 steps: ceil(units / 2)
+  int wstride = 0;     // filter row length in 16-byte units (odd: the 8 rows of an ldmatrix phase on distinct banks)
+  int tp = 1, tq = 1;  // output tile: tp rows x tq columns of one image
+  int ih = 1, iw = 1;  // staged input rows and columns (halo included)
+  int mtiles = 1;      // m16 tiles: ceil(tp*tq / 16)
+  int tiles_p = 1, tiles_q = 1;
+  int xshift = 0;      // swizzle key (x >> xshift) & 7
+  int kwn = 1;         // n8 tiles a warp
+  int64_t smem_in = 0, smem_w = 0, smem = 0;
+};
+
+int super_width(int64_t cg) { return cg < 8 ? 8 : int(cg); }
+
+GmPlan plan_of(const Conv2dProblem& pb) {
+  GmPlan t;
+  t.cs = super_width(pb.c_per_group());
+  t.units = int(pb.r * pb.s * t.cs / 8);
+  t.steps = (t.units + 1) / 2;
+  t.wstride = (2 * t.steps) | 1;
+  t.kwn = std::min(t.cs / 8, 4);
+  t.xshift = pb.stride_w == 2 ? 1 : 0;
+  const int64_t P = pb.p(), Q = pb.q();
+  t.tq = int(std::min<int64_t>(Q, kMaxM));
+  t.tp = int(std::max<int64_t>(1, std::min<int64_t>(P, kMaxM / t.tq)));
+  t.smem_w = int64_t(kBlockC) * t.wstride * 16;
+  for (;;) {
+    t.ih = int((t.tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1);
+    t.iw = int((t.tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1);
+    t.smem_in = int64_t(t.ih) * t.iw * kPixBytes;
+    // the input tile, the filters, 16 bytes of zeros (the padding unit's A rows), the unit table
+    t.smem = t.smem_in + t.smem_w + 16 + int64_t(2 * t.steps) * 8;
+    if (t.smem <= kSmemBudget) break;
+    if (t.tp > 1) { t.tp = (t.tp + 1) / 2; continue; }
+    if (t.tq > 16) { t.tq = (t.tq + 1) / 2; continue; }
+    break;  // does not fit: can_implement says so
+  }
+  t.mtiles = (t.tp * t.tq + 15) / 16;
+  t.tiles_p = int((P + t.tp - 1) / t.tp);
+  t.tiles_q = int((Q + t.tq - 1) / t.tq);
+  return t;
+}
+
+// Block: x = (image, tile row, tile column), y = 64-channel block. Thread tid = warp * 32 + lane; warp =
+// wm * (8 / kWN) + wn.
+template <typename T, int kWN>
+__global__ void __launch_bounds__(kThreads)
+    grouped_mma_kernel(ConvDims d, GmPlan t, bool aligned, const T* __restrict__ src, const T* __restrict__ wei,
+                       T* dst, DeviceEpilogue<T> epi) {
+  constexpr int kWM = 8 / kWN;
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* s_in = smem;                      // [ih][iw] pixels of 128 bytes, chunks swizzled
+  unsigned char* s_w = smem + t.smem_in;           // [64 output channels][wstride units of 16 bytes]
+  unsigned char* s_zero = s_w + t.smem_w;          // 16 bytes of zeros
+  int2* s_unit = reinterpret_cast<int2*>(s_zero + 16);  // unit -> {pixel offset, (x offset << 4) | chunk}, pad: {-1, 0}
+
+  int64_t tile = blockIdx.x;
+  const int tq_i = int(tile % t.tiles_q);
+  tile /= t.tiles_q;
+  const int tp_i = int(tile % t.tiles_p);
+  const int64_t n = tile / t.tiles_p;
+  const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
+  const int c0 = blockIdx.y * kBlockC;  // first input = output channel of the block
+  const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
+  const int tid = threadIdx.x, RS = d.r * d.s, cg = d.cg, cs = t.cs, octs = cs / 8;
+
+  // Stage the input tile (zeros outside the image and past C), 16 bytes a thread-step.
+  for (int u = tid; u < t.ih * t.iw * kChunks; u += kThreads) {
+    const int c = u % kChunks, pix = u / kChunks, y = pix / t.iw, x = pix - y * t.iw;
+    const int h = h0 + y, w = w0 + x, ch = c0 + c * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (h >= 0 && h < d.h && w >= 0 && w < d.w && ch < d.c) {
+      const T* g = src + ((n * d.h + h) * d.w + w) * d.c + ch;
+      if (aligned) {
+        v = *reinterpret_cast<const uint4*>(g);
+      } else {
+        T e[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) e[j] = g[j];
+        memcpy(&v, e, 16);
+      }
+    }
+    *reinterpret_cast<uint4*>(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4)) = v;
+  }
+  // The block's filters as rows of 16-byte units (unit u = tap u / octs, channels (u % octs) * 8 + 0..7 of the
+  // super-group), block diagonal where groups were merged, zeros past the last unit and past K.
+  const int row_elems = t.wstride * 8;
+  for (int i = tid; i < kBlockC * row_elems; i += kThreads) {
+    const int nl = i / row_elems, e = i - nl * row_elems, u = e / 8, j = e % 8, k = c0 + nl;
+    float v = 0.0f;
+    if (u < t.units && k < d.k) {
+      const int tap = u / octs, cabs = (k / cs) * cs + (u % octs) * 8 + j;  // the super-group's channel
+      if (cabs / cg == k / d.kg) v = elem_to_float<T>(wei[(int64_t(k) * RS + tap) * cg + cabs % cg]);
+    }
+    reinterpret_cast<T*>(s_w + (nl * t.wstride + u) * 16)[j] = float_to_elem<T>(v);
+  }
+  if (tid < 4) reinterpret_cast<uint32_t*>(s_zero)[tid] = 0;
+  for (int u = tid; u < 2 * t.steps; u += kThreads) {
+    int2 e{-1, 0};
+    if (u < t.units) {
+      const int tap = u / octs, r = tap / d.s, s = tap - r * d.s;
+      e.x = r * d.dil_h * t.iw + s * d.dil_w;
+      e.y = ((s * d.dil_w) << 4) | (u % octs);
+    }
+    s_unit[u] = e;
+  }
+  __syncthreads();
+
+  const int warp = tid / 32, lane = tid % 32;
+  const int wm = warp / (8 / kWN), wn = warp % (8 / kWN);
+  if (wm * kWM >= t.mtiles) return;
+  const int n_base = wn * kWN * 8;          // the warp's first output channel in the block
+  const int sgc = (n_base / cs) * octs;     // its super-group's first chunk in a staged pixel
+  const int m_valid = min(t.tp, d.p - p0) * t.tq;  // pixels of this tile (the last tile row may be short)
+
+  // A rows: lane l reads row l % 8 of matrix l / 8: pixel (l % 8) + 8 * ((l / 8) % 2) of the m16 tile, unit
+  // 2*step + l / 16.
+  int pix0[kWM], x0[kWM];
+#pragma unroll
+  for (int i = 0; i < kWM; ++i) {
+    int m = (wm * kWM + i) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    if (m >= m_valid) m = 0;  // past the tile: computed on pixel 0, never stored
+    const int py = m / t.tq, px = m - py * t.tq;
+    x0[i] = px * d.stride_w;
+    pix0[i] = py * d.stride_h * t.iw + x0[i];
+  }
+  const uint32_t in_addr = uint32_t(__cvta_generic_to_shared(s_in));
+  const uint32_t zero_addr = uint32_t(__cvta_generic_to_shared(s_zero));
+  // B rows: lanes 0-7 row n_base + l, unit 2*step; 8-15 the same rows, unit + 1; 16-31 the next n8 tile.
+  const int b_row = n_base + (lane & 7) + ((lane >> 4) & 1) * 8, b_unit = (lane >> 3) & 1;
+  const uint32_t w_addr = uint32_t(__cvta_generic_to_shared(s_w)) + uint32_t((b_row * t.wstride + b_unit) * 16);
+  const int a_unit = lane >> 4;
+
+  float acc[kWM][kWN][4];
+#pragma unroll
+  for (int i = 0; i < kWM; ++i)
+#pragma unroll
+    for (int j = 0; j < kWN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  for (int step = 0; step < t.steps; ++step) {
+    const int2 ue = s_unit[2 * step + a_unit];
+    uint32_t b[kWN][2];
+    if constexpr (kWN == 1) {
+      ldmatrix_x2(b[0], w_addr + uint32_t(step * 32));
+    } else {
+#pragma unroll
+      for (int j = 0; j < kWN; j += 2) {
+        uint32_t r4[4];
+        ldmatrix_x4(r4, w_addr + uint32_t(step * 32 + j * 8 * t.wstride * 16));
+        b[j][0] = r4[0], b[j][1] = r4[1], b[j + 1][0] = r4[2], b[j + 1][1] = r4[3];
+      }
+    }
+    const int dx = ue.y >> 4, chunk = sgc + (ue.y & 15);
+#pragma unroll
+    for (int i = 0; i < kWM; ++i) {
+      const uint32_t addr =
+          ue.x < 0 ? zero_addr
+                   : in_addr + uint32_t((pix0[i] + ue.x) * kPixBytes + ((chunk ^ (((x0[i] + dx) >> t.xshift) & 7)) << 4));
+      uint32_t a[4];
+      ldmatrix_x4(a, addr);
+#pragma unroll
+      for (int j = 0; j < kWN; ++j) Mma<T>::run(acc[i][j], a, b[j]);
+    }
+  }
+
+  // C fragment: lane l holds rows l / 4 and l / 4 + 8, columns 2 * (l % 4) + 0, 1 of each 16 x 8 tile.
+#pragma unroll
+  for (int i = 0; i < kWM; ++i)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int m = (wm * kWM + i) * 16 + lane / 4 + hf * 8;
+      if (m >= m_valid) continue;
+      const int py = m / t.tq, px = m - py * t.tq, q = q0 + px;
+      if (q >= d.q) continue;
+      const int64_t o = ((n * d.p + p0 + py) * d.q + q) * d.k;
+#pragma unroll
+      for (int j = 0; j < kWN; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int k = c0 + n_base + j * 8 + 2 * (lane % 4) + e;
+          if (k < d.k) dst[o + k] = float_to_elem<T>(epi(acc[i][j][hf * 2 + e], k, o + k));
+        }
+    }
+}
+
+template <typename T, int kWN>
+void launch_wn(const ConvCall& call, const GmPlan& t) {
+  const Conv2dProblem& pb = call.problem;
+  const ConvDims d = make_dims(pb);
+  const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.c + kBlockC - 1) / kBlockC));
+  const bool aligned = reinterpret_cast<uintptr_t>(call.src.data) % 16 == 0;
+  if (t.smem > 48 * 1024)
+    CK_CUDA(cudaFuncSetAttribute(grouped_mma_kernel<T, kWN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(t.smem)));
+  grouped_mma_kernel<T, kWN><<<grid, kThreads, t.smem, as_stream(call.stream)>>>(
+      d, t, aligned, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
+      static_cast<T*>(call.dst.data), DeviceEpilogue<T>::from(call.epilogue));
+  CK_LAUNCH("grouped_mma_kernel");
+}
+
+template <typename T>
+void launch(const ConvCall& call) {
+  if (call.problem.output_elems() == 0) return;
+  const GmPlan t = plan_of(call.problem);
+  switch (t.kwn) {
+    case 1: return launch_wn<T, 1>(call, t);
+    case 2: return launch_wn<T, 2>(call, t);
+    default: return launch_wn<T, 4>(call, t);
+  }
+}
+
+class CudaGroupedMma final : public CudaAlgorithm {
+ public:
+  std::string name() const override { return "cuda_grouped_mma"; }
+  std::string description() const override {
+    return "grouped conv with 2-64 channels a group on tensor cores (mma.sync): a block stages 64 channels of "
+           "whole groups with their halo once, each warp multiplies its own group only; f16/bf16 NHWC, K = C";
+  }
+  Support can_implement(const Conv2dProblem& pb, const ConvConfig& cfg) const override {
+    if (pb.groups < 2) return Support::no("it computes grouped convolutions only (groups > 1).");
+    const int64_t cg = pb.c_per_group();
+    if (cg < 2) return Support::no("one input channel a group is a depthwise layer (cuda_depthwise takes it).");
+    if (pb.k_per_group() != cg)
+      return Support::no("it needs as many output as input channels a group (K = C), as ResNeXt's layers have.");
+    if (!(cg == 2 || cg == 4 || (cg % 8 == 0 && cg <= 64)))
+      return Support::no("it takes 2, 4 or a multiple of 8 up to 64 channels a group (16-byte reduction units).");
+    if (pb.c % 8 != 0) return Support::no("it needs C % 8 == 0 (16-byte chunks of a pixel).");
+    if (cfg.layout != Layout::nhwc) return Support::no("it reads NHWC tensors only.");
+    if (cfg.dtype == DType::f32) return Support::no("it computes f16/bf16 tensors only (fp32 accumulation).");
+    if (Support s = dims_fit_int(pb); !s) return s;
+    const GmPlan t = plan_of(pb);
+    if (t.smem > kSmemBudget)
+      return Support::no("the dilated filter extent is too large: the smallest tile needs " + std::to_string(t.smem) +
+                         " bytes of shared memory (" + std::to_string(kSmemBudget) + " available).");
+    if (int64_t(pb.n) * t.tiles_p * t.tiles_q >= INT_MAX) return Support::no("more than 2^31 tiles (grid.x).");
+    if ((pb.c + kBlockC - 1) / kBlockC > 65535) return Support::no("more than 65535 channel blocks (grid.y).");
+    return Support::yes();
+  }
+  std::string detail(const Conv2dProblem& pb, const ConvConfig&) const override {
+    const GmPlan t = plan_of(pb);
+    return std::to_string(t.tp) + "x" + std::to_string(t.tq) + " outputs x 64 channels a block, groups of " +
+           std::to_string(pb.c_per_group()) + (pb.c_per_group() < 8 ? " merged to 8" : "") + ", " +
+           std::to_string(t.steps) + " k16 steps, " + std::to_string(t.smem / 1024) + " KiB smem";
+  }
+  void run(const ConvCall& call) const override {
+    check_residual_overlap(call.epilogue.residual, call.dst.data,
+                           size_t(call.problem.output_elems()) * dtype_size(call.config.dtype));
+    switch (call.config.dtype) {
+      case DType::f16: launch<__half>(call); break;
+      case DType::bf16: launch<__nv_bfloat16>(call); break;
+      case DType::f32: throw Error(StatusCode::unsupported, "cuda_grouped_mma computes f16/bf16 only.");
+    }
+  }
+};
+
+}  // namespace
+
+const Algorithm* make_cuda_grouped_mma() {
+  static CudaGroupedMma algo;
+  return &algo;
+}
+
+}  // namespace convkit::detail
