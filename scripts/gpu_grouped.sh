@@ -47,8 +47,9 @@ done
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 P=${NCU_PROBLEM:-n32c128h56w56k128r3s3p1g32}
 A=${NCU_ALGO:-cuda_grouped_mma}
+K=grouped_mma_kernel; [ "$A" = cuda_grouped ] && K=grouped_nhwc_kernel
 echo "== ncu $A $P bf16 nhwc" >>"$LOG"
-timeout 120 "$NCU" --clock-control none --kernel-name regex:grouped_ --launch-skip 3 --launch-count 1 \
+timeout 120 "$NCU" --clock-control none --kernel-name "regex:$K" --launch-skip 3 --launch-count 1 \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
   --section LaunchStats "$CLI" bench --problem "$P" --device cuda --dtype bf16 --layout nhwc --algo "$A" \
   --runs 1 --no-verify >>"$LOG" 2>&1 || rc=1

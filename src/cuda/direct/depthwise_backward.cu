@@ -17,15 +17,16 @@
 //     loops over its channel's M outputs); a warp's loads and stores are contiguous runs along C, and the
 //     block's filter taps sit in shared memory as fp32 [tap][channel]. NCHW: one thread per input element,
 //     consecutive threads along W.
-//   depthwise_wgrad_partial_kernel: a block = (pixel slice, channel block, chunk of kTaps taps); its threads
-//     are lanes along the channels (vectors of kWgradVec; 1 lane in NCHW, where the block holds one channel) x rows
-//     that stride over the slice's pixels, each accumulating kTaps x kVec sums in registers; a fixed-shape
-//     tree in shared memory adds the rows, tap by tap. depthwise_wgrad_reduce_kernel: one thread per
-//     (channel, tap) adds the slices in order.
+//   depthwise_wgrad_rows_kernel (NHWC): a block = (output-row slice, channel block, chunk of kTaps taps); its
+//     threads are lanes along the channels (vectors of kWgradVec, the vectors split evenly over the blocks)
+//     x rows, each walking whole output rows of the slice along q with its tap pointers advanced by stride*C
+//     and kTaps x kVec sums in registers; a fixed-shape tree in shared memory adds the rows, tap by tap.
+//   depthwise_wgrad_nchw_kernel: a block = (pixel slice, one channel, tap chunk); consecutive threads take
+//     consecutive pixels, the same tree adds them.
+//   depthwise_wgrad_reduce_kernel: 8 threads per (channel, tap) add the slices in a fixed interleave, then
+//     the 8 sums in order.
 // The slice count aims at ~4 blocks per SM, so the bits depend on the problem and the device's SM count.
-// nvcc -Xptxas -v (sm_90): dgrad 32-48 registers, wgrad 48-80, no spills.
-// measured (H200, 2026-12-01, bf16 NHWC batch 32, docs/perf.md): dgrad mbv2_dw3x3s2_144_56 0.0636 ms (0.83x
-// cuDNN), wgrad mbv2_dw3x3_144_56 0.2536 ms (0.19x cuDNN's 0.047); f32 NCHW wgrad cnxt 7x7 96@56 0.742 ms (0.88x).
+// nvcc -Xptxas -v (sm_90): see docs/kernels.md; measured rows: docs/perf.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -183,18 +184,18 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---- weight gradient ----------------------------------------------------------------------------------
-template <typename T, int kVec, bool kNHWC>
+// NCHW: a block = (pixel slice, one channel, chunk of kTaps taps); its threads stride over the slice's pixels
+// (consecutive threads along W), each accumulating kTaps sums in registers.
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    depthwise_wgrad_partial_kernel(ConvDims d, int lanes, int64_t slices, int64_t pix_per_slice, double inv_pq,
-                                   const T* __restrict__ x, const T* __restrict__ gz, float* __restrict__ partial) {
-  __shared__ float red[kThreads * kVec];
-  const int RS = d.r * d.s, M = d.kg, tid = threadIdx.x;
-  const int kb = lanes * kVec, rows = kThreads / lanes, row = tid / lanes, lane = tid % lanes;
+    depthwise_wgrad_nchw_kernel(ConvDims d, int64_t slices, int64_t pix_per_slice, double inv_pq,
+                                const T* __restrict__ x, const T* __restrict__ gz, float* __restrict__ partial) {
+  __shared__ float red[kThreads];
+  const int RS = d.r * d.s, M = d.kg, row = threadIdx.x;
   const int64_t slice = blockIdx.x % slices;
-  const int k0 = int(blockIdx.x / slices) * kb, t0 = blockIdx.y * kTaps;
+  const int k = int(blockIdx.x / slices), t0 = blockIdx.y * kTaps;
   const int nt = min(kTaps, RS - t0);
-  const int k = k0 + lane * kVec, c = k / M;  // the thread's first output channel and its input channel
-  const bool active = row < rows && k < d.k;
+  const int c = k / M;  // the block's output channel and its input channel
 
   // The chunk's taps as input offsets from the window origin (a tap past the chunk never matches: its
   // row offset is out of every image).
@@ -205,40 +206,120 @@ __global__ void __launch_bounds__(kThreads)
     dh[j] = j < nt ? (rs / d.s) * d.dil_h : INT_MAX / 2;
     dw[j] = j < nt ? (rs % d.s) * d.dil_w : 0;
   }
+  float acc[kTaps];
+#pragma unroll
+  for (int j = 0; j < kTaps; ++j) acc[j] = 0.0f;
+
+  const int64_t npq = int64_t(d.n) * d.p * d.q, pq = int64_t(d.p) * d.q;
+  const int64_t m_end = min(npq, (slice + 1) * pix_per_slice);
+  const bool fits32 = npq <= INT_MAX;
+  for (int64_t m = slice * pix_per_slice + row; m < m_end; m += kThreads) {
+    const PixelPos pp = fits32 ? decode_pixel(m, pq, d.q, true) : decode_pixel_wide(m, pq, inv_pq, d.q);
+    const int h0 = pp.p * d.stride_h - d.pad_h, w0 = pp.q * d.stride_w - d.pad_w;
+    const float g = elem_to_float<T>(gz[((pp.img * d.k + k) * d.p + pp.p) * d.q + pp.q]);
+#pragma unroll
+    for (int j = 0; j < kTaps; ++j) {
+      const int h = h0 + dh[j], w = w0 + dw[j];
+      if (h < 0 || h >= d.h || w < 0 || w >= d.w) continue;
+      acc[j] = fmaf(g, elem_to_float<T>(x[((pp.img * d.c + c) * d.h + h) * int64_t(d.w) + w]), acc[j]);
+    }
+  }
+
+  // The block's threads added tap by tap in a tree of fixed shape (thread i takes thread i + span), then
+  // thread 0 writes the slice's partial sums.
+  for (int j = 0; j < nt; ++j) {
+#pragma unroll
+    for (int jj = 0; jj < kTaps; ++jj)
+      if (jj == j) red[row] = acc[jj];
+    __syncthreads();
+    for (int span = 1; span < kThreads; span *= 2) {
+      if (row % (2 * span) == 0) red[row] += red[row + span];
+      __syncthreads();
+    }
+    if (row == 0) partial[(slice * d.k + k) * RS + t0 + j] = red[0];
+    __syncthreads();
+  }
+}
+
+// NHWC: a thread walks whole output rows (img, p) of its slice, along q with its tap pointers advanced by
+// stride*C: no per-pixel division; a tap whose input row is outside the image is dropped for the whole row,
+// and the column test runs only outside [q_lo, q_hi], where every tap of the chunk is inside the image.
+// NOTE: the per-pixel form above decoded (img, p, q) and rebuilt nine 64-bit tap addresses per pixel:
+// ncu on mbv2_dw3x3_144_56 (bf16) showed 35% SM and 9% memory throughput, instruction-bound at 222 us.
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kThreads, 2)  // 2 blocks an SM; 3 (<= 80 registers) spilled
+    depthwise_wgrad_rows_kernel(ConvDims d, int lanes, int64_t slices, int64_t rows_per_slice,
+                                const T* __restrict__ x, const T* __restrict__ gz, float* __restrict__ partial) {
+  __shared__ float red[kThreads * kVec];
+  const int RS = d.r * d.s, M = d.kg, tid = threadIdx.x;
+  const int kb = lanes * kVec, rows = kThreads / lanes, row = tid / lanes, lane = tid % lanes;
+  const int64_t slice = blockIdx.x % slices;
+  const int k0 = int(blockIdx.x / slices) * kb, t0 = blockIdx.y * kTaps;
+  const int nt = min(kTaps, RS - t0);
+  const int k = k0 + lane * kVec, c = k / M;
+  const bool active = row < rows && k < d.k;
+
+  // tap j: input row h0 + dh[j], column q*stride - pad + dw[j]; toff[j] its offset in the image from
+  // (h0, -pad) (cuda_backward_supports keeps the filter's extent times W*C below 2^31)
+  // (dh, dw) live in shared memory: read once a row and at the row's ends only, they would hold 18 registers
+  // and so do the offsets (a broadcast read a tap: in registers they spilled at 3 blocks an SM)
+  __shared__ int s_dh[kTaps], s_dw[kTaps], s_toff[kTaps];
+  if (tid < kTaps) {
+    const int rs = t0 + tid;
+    s_dh[tid] = tid < nt ? (rs / d.s) * d.dil_h : 0;
+    s_dw[tid] = tid < nt ? (rs % d.s) * d.dil_w : 0;
+    s_toff[tid] = (s_dh[tid] * d.w + s_dw[tid]) * d.c;
+  }
+  __syncthreads();
+  int dw_min = INT_MAX, dw_max = INT_MIN;
+  for (int j = 0; j < nt; ++j) dw_min = min(dw_min, s_dw[j]), dw_max = max(dw_max, s_dw[j]);
+  // q in [q_lo, q_hi]: every tap's column q*stride - pad + dw inside [0, W)
+  const int q_lo = max(0, (d.pad_w - dw_min + d.stride_w - 1) / d.stride_w);
+  const int hi_num = d.w - 1 + d.pad_w - dw_max;
+  const int q_hi = hi_num < 0 ? -1 : min(d.q - 1, hi_num / d.stride_w);
+
   float acc[kTaps][kVec];
 #pragma unroll
   for (int j = 0; j < kTaps; ++j)
 #pragma unroll
     for (int e = 0; e < kVec; ++e) acc[j][e] = 0.0f;
 
-  const int64_t npq = int64_t(d.n) * d.p * d.q, pq = int64_t(d.p) * d.q;
-  const int64_t m_end = min(npq, (slice + 1) * pix_per_slice);
-  const bool fits32 = npq <= INT_MAX;
+  const int64_t np = int64_t(d.n) * d.p;
+  const int64_t r_end = min(np, (slice + 1) * rows_per_slice);
+  const int64_t step_q = int64_t(d.stride_w) * d.c;
   if (active)
-    for (int64_t m = slice * pix_per_slice + row; m < m_end; m += rows) {
-      const PixelPos pp = fits32 ? decode_pixel(m, pq, d.q, true) : decode_pixel_wide(m, pq, inv_pq, d.q);
-      const int h0 = pp.p * d.stride_h - d.pad_h, w0 = pp.q * d.stride_w - d.pad_w;
-      float g[kVec];
-      if constexpr (kNHWC)
-        load_vec_f32<T, kVec>(gz + m * d.k + k, g);
-      else
-        load_vec_f32<T, 1>(gz + ((pp.img * d.k + k) * d.p + pp.p) * d.q + pp.q, g);
+    for (int64_t rr = slice * rows_per_slice + row; rr < r_end; rr += rows) {
+      const int64_t img = rr / d.p;
+      const int p = int(rr - img * d.p), h0 = p * d.stride_h - d.pad_h;
+      unsigned live = 0;  // taps whose input row is inside the image
 #pragma unroll
       for (int j = 0; j < kTaps; ++j) {
-        const int h = h0 + dh[j], w = w0 + dw[j];
-        if (h < 0 || h >= d.h || w < 0 || w >= d.w) continue;
-        float xv[kVec];
-        if constexpr (kNHWC)
-          load_vec_f32<T, kVec>(x + ((pp.img * d.h + h) * d.w + w) * d.c + c, xv);
-        else
-          load_vec_f32<T, 1>(x + ((pp.img * d.c + c) * d.h + h) * int64_t(d.w) + w, xv);
+        const int h = h0 + s_dh[j];
+        if (j < nt && h >= 0 && h < d.h) live |= 1u << j;
+      }
+      if (live == 0) continue;
+      // (h0, column -pad): outside the image when h0 < 0 or pad > 0, but only live taps are read from it
+      const T* xr = x + ((img * d.h + h0) * d.w - d.pad_w) * d.c + c;
+      const T* gp = gz + rr * d.q * d.k + k;
+#pragma unroll 1
+      for (int q = 0; q < d.q; ++q) {
+        float g[kVec];
+        load_vec_f32<T, kVec>(gp + int64_t(q) * d.k, g);
+        const bool inside = q >= q_lo && q <= q_hi;
+        const int64_t qo = q * step_q;
+        const int wq = q * d.stride_w - d.pad_w;
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) acc[j][e] = fmaf(g[e], xv[e], acc[j][e]);
+        for (int j = 0; j < kTaps; ++j) {
+          if (!((live >> j) & 1u)) continue;
+          if (!inside && (wq + s_dw[j] < 0 || wq + s_dw[j] >= d.w)) continue;
+          float xv[kVec];
+          load_vec_f32<T, kVec>(xr + (qo + s_toff[j]), xv);
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) acc[j][e] = fmaf(g[e], xv[e], acc[j][e]);
+        }
       }
     }
 
-  // The block's rows added tap by tap in a tree of fixed shape (row i takes row i + span), then row 0
-  // writes the slice's partial sums.
   float* mine = red + (row * lanes + lane) * kVec;
   for (int j = 0; j < nt; ++j) {
     if (row < rows) {
@@ -265,15 +346,27 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// gw[k, tap] = the slices' partial sums added in slice order, rounded once.
+// gw[k, tap] = the slices' partial sums added in a fixed order, rounded once: a block = 32 consecutive
+// (k, tap) x 8 threads each, thread g adding slices g, g + 8, ... in order, then the 8 sums in order.
+// NOTE: one thread per (k, tap) walking every slice serially ran 6 blocks for 1296 outputs: 31 us (ncu).
 template <typename T>
-__global__ void depthwise_wgrad_reduce_kernel(int64_t krs, int64_t slices, const float* __restrict__ partial,
-                                              T* __restrict__ gw) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= krs) return;
+__global__ void __launch_bounds__(256)
+    depthwise_wgrad_reduce_kernel(int64_t krs, int64_t slices, const float* __restrict__ partial,
+                                  T* __restrict__ gw) {
+  __shared__ float red[8][33];
+  const int lane = threadIdx.x % 32, g = threadIdx.x / 32;
+  const int64_t i = int64_t(blockIdx.x) * 32 + lane;
   float acc = 0.0f;
-  for (int64_t s = 0; s < slices; ++s) acc += partial[s * krs + i];
-  gw[i] = float_to_elem<T>(acc);
+  if (i < krs)
+    for (int64_t s = g; s < slices; s += 8) acc += partial[s * krs + i];
+  red[g][lane] = acc;
+  __syncthreads();
+  if (g == 0 && i < krs) {
+    float t = red[0][lane];
+#pragma unroll
+    for (int j = 1; j < 8; ++j) t += red[j][lane];
+    gw[i] = float_to_elem<T>(t);
+  }
 }
 
 // ---- host side -----------------------------------------------------------------------------------------
@@ -296,23 +389,28 @@ BwdPlan plan_dgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) 
 
 BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) {
   BwdPlan t;
-  if (cfg.layout == Layout::nhwc) {
+  const bool nhwc = cfg.layout == Layout::nhwc;
+  if (nhwc) {
     // NOTE: 4 channels a thread in every dtype (8-byte loads of 16-bit tensors): with 8, the 72 sums took
-    // 128 registers and spilled.
+    // 128 registers and spilled. Lanes split the channel vectors evenly over the fewest blocks of <= 32
+    // lanes (K = 144: 2 blocks of 18, not 32 + 4 whose 28 idle lanes walked the rows all the same).
     t.vec = vec_ok && pb.k_per_group() == 1 && pb.k % kWgradVec == 0 ? kWgradVec : 1;
-    t.lanes = int(std::min<int64_t>(32, (pb.k + t.vec - 1) / t.vec));
+    const int64_t vectors = (pb.k + t.vec - 1) / t.vec;
+    const int64_t blocks = (vectors + 31) / 32;
+    t.lanes = int((vectors + blocks - 1) / blocks);
   }
   const int64_t kb = int64_t(t.lanes) * t.vec, rows = kThreads / t.lanes;
   t.cblocks = (pb.k + kb - 1) / kb;
   t.tchunks = (pb.r * pb.s + kTaps - 1) / kTaps;
-  const int64_t npq = pb.n * pb.p() * pb.q();
+  // NHWC slices hold output rows (at least one a thread), NCHW slices pixels (at least 8 a thread)
+  const int64_t items = nhwc ? pb.n * pb.p() : pb.n * pb.p() * pb.q();
   const int64_t per_slice_blocks = t.cblocks * t.tchunks;
   const int64_t want = std::max<int64_t>(1, (4 * int64_t(sm_count_of_current_device()) + per_slice_blocks - 1) /
                                                 per_slice_blocks);
-  const int64_t most = std::max<int64_t>(1, npq / (8 * rows));  // at least 8 pixels a thread
+  const int64_t most = std::max<int64_t>(1, items / ((nhwc ? 1 : 8) * rows));
   t.slices = std::min(want, most);
-  t.pix_per_slice = std::max<int64_t>(1, (npq + t.slices - 1) / t.slices);
-  t.slices = std::max<int64_t>(1, (npq + t.pix_per_slice - 1) / t.pix_per_slice);
+  t.pix_per_slice = std::max<int64_t>(1, (items + t.slices - 1) / t.slices);
+  t.slices = std::max<int64_t>(1, (items + t.pix_per_slice - 1) / t.pix_per_slice);
   return t;
 }
 
@@ -344,17 +442,18 @@ void wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, const T* x, const T* 
   constexpr int kV = kWgradVec;
   const dim3 grid(unsigned(t.slices * t.cblocks), unsigned(t.tchunks));
   const double inv_pq = 1.0 / double(pb.p() * pb.q());
-  if (cfg.layout == Layout::nchw)
-    depthwise_wgrad_partial_kernel<T, 1, false><<<grid, kThreads, 0, st>>>(d, 1, t.slices, t.pix_per_slice, inv_pq, x, gz, partial);
-  else if (t.vec > 1)
-    depthwise_wgrad_partial_kernel<T, kV, true><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, inv_pq, x, gz,
-                                                                          partial);
-  else
-    depthwise_wgrad_partial_kernel<T, 1, true><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, inv_pq, x, gz,
-                                                                         partial);
-  CK_LAUNCH("depthwise_wgrad_partial_kernel");
+  if (cfg.layout == Layout::nchw) {
+    depthwise_wgrad_nchw_kernel<T><<<grid, kThreads, 0, st>>>(d, t.slices, t.pix_per_slice, inv_pq, x, gz, partial);
+    CK_LAUNCH("depthwise_wgrad_nchw_kernel");
+  } else {
+    if (t.vec > 1)
+      depthwise_wgrad_rows_kernel<T, kV><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, x, gz, partial);
+    else
+      depthwise_wgrad_rows_kernel<T, 1><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, x, gz, partial);
+    CK_LAUNCH("depthwise_wgrad_rows_kernel");
+  }
   const int64_t krs = pb.k * pb.r * pb.s;
-  depthwise_wgrad_reduce_kernel<T><<<unsigned((krs + 255) / 256), 256, 0, st>>>(krs, t.slices, partial, gw);
+  depthwise_wgrad_reduce_kernel<T><<<unsigned((krs + 31) / 32), 256, 0, st>>>(krs, t.slices, partial, gw);
   CK_LAUNCH("depthwise_wgrad_reduce_kernel");
 }
 
@@ -375,16 +474,20 @@ Support cuda_backward_supports(const Conv2dProblem& pb, const ConvConfig& cfg) {
   if (blocks >= INT_MAX || pb.k * pb.r * pb.s >= INT_MAX)
     return Support::no("the problem needs more than 2^31 blocks or filter elements.");
   if ((pb.r * pb.s + kTaps - 1) / kTaps > 65535) return Support::no("the filter has more than 589815 taps.");
+  if ((((pb.r - 1) * pb.dilation_h + 1) * pb.w + (pb.s - 1) * pb.dilation_w + 1) * pb.c >= INT_MAX)
+    return Support::no("the dilated filter's extent times W*C reaches 2^31 elements (32-bit tap offsets).");
   if ((pb.c + 31) / 32 > 65535) return Support::no("more than 65535 blocks of 32 channels (grid.y).");
   return Support::yes();
 }
 
 std::string cuda_backward_kernel_name(const Conv2dProblem& pb, const ConvConfig& cfg, bool weight) {
   const BwdPlan t = weight ? plan_wgrad(pb, cfg, true) : plan_dgrad(pb, cfg, true);
-  std::string s = weight ? "depthwise_wgrad_partial_kernel + depthwise_wgrad_reduce_kernel"
-                         : "depthwise_dgrad_kernel";
+  std::string s = weight ? std::string(cfg.layout == Layout::nhwc ? "depthwise_wgrad_rows_kernel"
+                                                                   : "depthwise_wgrad_nchw_kernel") +
+                               " + depthwise_wgrad_reduce_kernel"
+                         : std::string("depthwise_dgrad_kernel");
   s += std::string(" (") + to_string(cfg.layout) + ", " + std::to_string(t.vec) + "-element vectors";
-  if (weight) s += ", " + std::to_string(t.slices) + " pixel slices";
+  if (weight) s += ", " + std::to_string(t.slices) + (cfg.layout == Layout::nhwc ? " row" : " pixel") + " slices";
   return s + "; 1-element vectors where a pointer is misaligned)";
 }
 

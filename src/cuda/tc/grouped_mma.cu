@@ -91,7 +91,7 @@ GmPlan plan_of(const Conv2dProblem& pb) {
 // wm * (8 / kWN) + wn.
 template <typename T, int kWN>
 __global__ void __launch_bounds__(kThreads)
-    grouped_mma_kernel(ConvDims d, GmPlan t, bool aligned, const T* __restrict__ src, const T* __restrict__ wei,
+    grouped_mma_kernel(ConvDims d, GmPlan t, bool aligned /* x and w 16-byte aligned */, const T* __restrict__ src, const T* __restrict__ wei,
                        T* dst, DeviceEpilogue<T> epi) {
   constexpr int kWM = 8 / kWN;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -128,17 +128,37 @@ __global__ void __launch_bounds__(kThreads)
     }
     *reinterpret_cast<uint4*>(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4)) = v;
   }
-  // The block's filters as rows of 16-byte units (unit u = tap u / octs, channels (u % octs) * 8 + 0..7 of the
-  // super-group), block diagonal where groups were merged, zeros past the last unit and past K.
-  const int row_elems = t.wstride * 8;
-  for (int i = tid; i < kBlockC * row_elems; i += kThreads) {
-    const int nl = i / row_elems, e = i - nl * row_elems, u = e / 8, j = e % 8, k = c0 + nl;
-    float v = 0.0f;
+  // The block's filters as rows of 16-byte units, zeros past the last unit and past K. With 8 or more
+  // channels a group the unit order (tap, channel) is KRSC's own, so a row is a copy of the filter's; merged
+  // groups are spread block diagonally (a unit's channels of another group are zeros).
+  // NOTE: one element a thread with the index arithmetic per element took longer than the convolution
+  // (0.15 ms on rnx50_g3x3_128_56_g32, 0.13 on rnx50_g3x3_1024_7_g32): whole units a thread here.
+  for (int i = tid; i < kBlockC * t.wstride; i += kThreads) {
+    const int nl = i / t.wstride, u = i - nl * t.wstride, k = c0 + nl;
+    uint4 v = make_uint4(0, 0, 0, 0);
     if (u < t.units && k < d.k) {
-      const int tap = u / octs, cabs = (k / cs) * cs + (u % octs) * 8 + j;  // the super-group's channel
-      if (cabs / cg == k / d.kg) v = elem_to_float<T>(wei[(int64_t(k) * RS + tap) * cg + cabs % cg]);
+      if (cg >= 8) {
+        const T* g = wei + int64_t(k) * RS * cg + u * 8;
+        if (aligned) {
+          v = *reinterpret_cast<const uint4*>(g);
+        } else {
+          T e[8];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) e[j] = g[j];
+          memcpy(&v, e, 16);
+        }
+      } else {
+        // unit u = tap u of the 8-channel super-group holding k; its channels of k's group from the filter
+        const int first = (k / cg) * cg - (k / 8) * 8;  // k's group's first channel within the super-group
+        const T* g = wei + (int64_t(k) * RS + u) * cg;
+        T e[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) e[j] = float_to_elem<T>(0.0f);
+        for (int j = 0; j < cg; ++j) e[first + j] = g[j];
+        memcpy(&v, e, 16);
+      }
     }
-    reinterpret_cast<T*>(s_w + (nl * t.wstride + u) * 16)[j] = float_to_elem<T>(v);
+    *reinterpret_cast<uint4*>(s_w + i * 16) = v;
   }
   if (tid < 4) reinterpret_cast<uint32_t*>(s_zero)[tid] = 0;
   for (int u = tid; u < 2 * t.steps; u += kThreads) {
@@ -236,7 +256,8 @@ void launch_wn(const ConvCall& call, const GmPlan& t) {
   const Conv2dProblem& pb = call.problem;
   const ConvDims d = make_dims(pb);
   const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.c + kBlockC - 1) / kBlockC));
-  const bool aligned = reinterpret_cast<uintptr_t>(call.src.data) % 16 == 0;
+  const bool aligned = reinterpret_cast<uintptr_t>(call.src.data) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(call.wei.data) % 16 == 0;
   if (t.smem > 48 * 1024)
     CK_CUDA(cudaFuncSetAttribute(grouped_mma_kernel<T, kWN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  int(t.smem)));
