@@ -92,6 +92,10 @@ class Algorithm {
   // that is the output, per-sample weights. The default: any alignment, and no per-sample mode. An algorithm
   // that refuses here is skipped by the planner with this reason; no algorithm hands its work to another.
   virtual Support accepts(const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops) const;
+  // Where the heuristic (auto without a tune cache entry) passes over it although it can run: another
+  // algorithm measured faster there, and the reason says which. The autotuner and a request by name still
+  // run it. The default: never passed over.
+  virtual Support heuristic_choice(const Conv2dProblem&, const ConvConfig&) const { return Support::yes(); }
   virtual size_t workspace_bytes(const Conv2dProblem&, const ConvConfig&) const { return 0; }
   // Tunable variants for this problem (e.g. "128x128x32/s3/k4": tile, stages, k splits), the heuristic's
   // own choice first; empty when the algorithm has nothing to tune. An autotuner times each.

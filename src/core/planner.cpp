@@ -86,7 +86,7 @@ Operands fresh_buffers(Operands o) {
 size_t heuristic_rank(const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops) {
   const auto algos = detail::device_algorithms(cfg.device);
   for (size_t i = 0; i < algos.size(); ++i)
-    if (detail::usable(algos[i], p, cfg, ops)) return i;
+    if (detail::heuristic_usable(algos[i], p, cfg, ops)) return i;
   return algos.size();
 }
 

@@ -26,12 +26,14 @@ const std::vector<const Algorithm*>& algorithms() {
 #ifdef CONVKIT_WITH_CUDA
     // Depthwise layers only (groups = C): every GEMM tile there is mostly zeros, so it goes before them all.
     v.push_back(detail::make_cuda_depthwise());
-    // Grouped layers of 2-64 channels a group with K = C (ResNeXt), f16/bf16: tensor cores on whole groups,
-    // where a GEMM tile of 64-256 output channels would be mostly zeros (see docs/perf.md for the suite).
+    // Grouped layers of 2-8 channels a group with K = C (ResNeXt's first two stages), f16/bf16: tensor cores on
+    // whole groups, where a GEMM tile of 64-256 output channels is mostly zeros: 1.3-1.9x cuda_igemm_mma on
+    // 8 channels, 10x its gather path and 2.3x cuda_grouped on 4 (docs/perf.md, 2026-12-01). It can run 16-64 channels a group,
+    // but the heuristic passes it over there (heuristic_choice): cuda_igemm_mma measured 2.2x faster.
     v.push_back(detail::make_cuda_grouped_mma());
-    // The other grouped layers of 2-64 channels a group: strict fp32 (cuDNN runs FMA implicit GEMMs there),
-    // and f16/bf16 whose C/groups the tensor-core kernels only take through their slow gather path. It
-    // declines f16/bf16 with C/groups % 8 == 0, where cuda_igemm_mma measured faster.
+    // The other grouped layers of 2-64 channels a group: strict fp32 (1.2x cuDNN's FMA kernels over the
+    // resnext50 suite), and f16/bf16 whose C/groups the tensor-core kernels only take through their gather
+    // path (4.7x cuda_igemm_mma's on 4 channels). Passed over for f16/bf16 with C/groups % 8 == 0.
     v.push_back(detail::make_cuda_grouped());
     // The fastest dense kernel where it applies (Hopper; f16/bf16 with C/groups % 8, tf32 with % 4; 16-byte
     // aligned operands); also per-sample weights (f16/bf16).

@@ -276,6 +276,12 @@ Support usable(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg
   return a->accepts(p, cfg, ops);
 }
 
+Support heuristic_usable(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops) {
+  if (Support s = usable(a, p, cfg, ops); !s) return s;
+  if (Support s = a->heuristic_choice(p, cfg); !s) return Support::no("passed over by the heuristic: " + s.reason);
+  return Support::yes();
+}
+
 std::vector<const Algorithm*> device_algorithms(Device d) {
   std::vector<const Algorithm*> v;
   for (const Algorithm* a : algorithms())
@@ -291,7 +297,7 @@ const Algorithm* first_usable(const Conv2dProblem& p, const ConvConfig& cfg, con
                               std::vector<PlanVerdict>* verdicts) {
   const Algorithm* chosen = nullptr;
   for (const Algorithm* a : device_algorithms(cfg.device)) {
-    const Support s = usable(a, p, cfg, ops);
+    const Support s = heuristic_usable(a, p, cfg, ops);
     if (!chosen && s) {
       chosen = a;
       if (verdicts) verdicts->push_back({a->name(), "chosen"});

@@ -29,6 +29,8 @@ TuneKey make_tune_key(const Conv2dProblem& p, const ConvConfig& cfg, bool per_sa
 // (not approximate()), can_implement the problem and accepts() the operands. The reason when not, prefixed
 // "unavailable: " when the algorithm cannot run at all here.
 Support usable(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops);
+// usable(), and not passed over by the heuristic (Algorithm::heuristic_choice): the heuristic's filter.
+Support heuristic_usable(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops);
 // The non-peer algorithms of a device, in registry order.
 std::vector<const Algorithm*> device_algorithms(Device d);
 // "rejected: <reason>" or "unavailable: <reason>".
@@ -75,7 +77,7 @@ std::vector<TuneCandidate> tune_candidates(const Conv2dProblem& p, const ConvCon
 // probe run, then (unless pruned) the median of 10 runs. Throws Error(unsupported) when no candidate ran.
 TuneResult autotune(const ConvCall& call);
 
-// The heuristic: the first algorithm of cfg.device that is usable() for the request, with every algorithm's
+// The heuristic: the first algorithm of cfg.device that is heuristic_usable() for the request, with every algorithm's
 // verdict; nullptr (and the verdicts: every rejection) when none is.
 const Algorithm* first_usable(const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops,
                               std::vector<PlanVerdict>* verdicts);

@@ -19,7 +19,7 @@
 //     consecutive threads along W.
 //   depthwise_wgrad_rows_kernel (NHWC): a block = (output-row slice, channel block, chunk of kTaps taps); its
 //     threads are lanes along the channels (vectors of kWgradVec, the vectors split evenly over the blocks)
-//     x rows, each walking whole output rows of the slice along q with its tap pointers advanced by stride*C
+//     x rows, each walking output rows (or column segments of them) along q with its tap pointers advanced by stride*C
 //     and kTaps x kVec sums in registers; a fixed-shape tree in shared memory adds the rows, tap by tap.
 //   depthwise_wgrad_nchw_kernel: a block = (pixel slice, one channel, tap chunk); consecutive threads take
 //     consecutive pixels, the same tree adds them.
@@ -58,6 +58,7 @@ struct BwdPlan {
   int64_t smem = 0;     // dgrad: the taps in shared memory, bytes
   int64_t slices = 1, pix_per_slice = 0;  // wgrad
   int64_t cblocks = 1, tchunks = 1;       // wgrad
+  int segs = 1;                           // wgrad, NHWC: column segments a row
 };
 
 int elem_vec(DType t) { return t == DType::f32 ? 4 : 8; }
@@ -248,7 +249,7 @@ __global__ void __launch_bounds__(kThreads)
 // ncu on mbv2_dw3x3_144_56 (bf16) showed 35% SM and 9% memory throughput, instruction-bound at 222 us.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads, 2)  // 2 blocks an SM; 3 (<= 80 registers) spilled
-    depthwise_wgrad_rows_kernel(ConvDims d, int lanes, int64_t slices, int64_t rows_per_slice,
+    depthwise_wgrad_rows_kernel(ConvDims d, int lanes, int64_t slices, int64_t items_per_slice, int segs,
                                 const T* __restrict__ x, const T* __restrict__ gz, float* __restrict__ partial) {
   __shared__ float red[kThreads * kVec];
   const int RS = d.r * d.s, M = d.kg, tid = threadIdx.x;
@@ -284,11 +285,15 @@ __global__ void __launch_bounds__(kThreads, 2)  // 2 blocks an SM; 3 (<= 80 regi
 #pragma unroll
     for (int e = 0; e < kVec; ++e) acc[j][e] = 0.0f;
 
-  const int64_t np = int64_t(d.n) * d.p;
-  const int64_t r_end = min(np, (slice + 1) * rows_per_slice);
+  // work item = (output row rr, column segment): segs segments of seg_len columns a row
+  const int64_t items = int64_t(d.n) * d.p * segs;
+  const int64_t it_end = min(items, (slice + 1) * items_per_slice);
+  const int seg_len = (d.q + segs - 1) / segs;
   const int64_t step_q = int64_t(d.stride_w) * d.c;
   if (active)
-    for (int64_t rr = slice * rows_per_slice + row; rr < r_end; rr += rows) {
+    for (int64_t it = slice * items_per_slice + row; it < it_end; it += rows) {
+      const int64_t rr = it / segs;
+      const int q_begin = int(it - rr * segs) * seg_len, q_end = min(d.q, q_begin + seg_len);
       const int64_t img = rr / d.p;
       const int p = int(rr - img * d.p), h0 = p * d.stride_h - d.pad_h;
       unsigned live = 0;  // taps whose input row is inside the image
@@ -302,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // 2 blocks an SM; 3 (<= 80 regi
       const T* xr = x + ((img * d.h + h0) * d.w - d.pad_w) * d.c + c;
       const T* gp = gz + rr * d.q * d.k + k;
 #pragma unroll 1
-      for (int q = 0; q < d.q; ++q) {
+      for (int q = q_begin; q < q_end; ++q) {
         float g[kVec];
         load_vec_f32<T, kVec>(gp + int64_t(q) * d.k, g);
         const bool inside = q >= q_lo && q <= q_hi;
@@ -402,11 +407,17 @@ BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) 
   const int64_t kb = int64_t(t.lanes) * t.vec, rows = kThreads / t.lanes;
   t.cblocks = (pb.k + kb - 1) / kb;
   t.tchunks = (pb.r * pb.s + kTaps - 1) / kTaps;
-  // NHWC slices hold output rows (at least one a thread), NCHW slices pixels (at least 8 a thread)
-  const int64_t items = nhwc ? pb.n * pb.p() : pb.n * pb.p() * pb.q();
   const int64_t per_slice_blocks = t.cblocks * t.tchunks;
   const int64_t want = std::max<int64_t>(1, (4 * int64_t(sm_count_of_current_device()) + per_slice_blocks - 1) /
                                                 per_slice_blocks);
+  // NHWC slices hold (output row, column segment) items, at least one a thread: rows are cut into segments
+  // of at least 8 columns until there are enough items for `want` slices (C = 32 at 112x112 had 112 blocks
+  // of whole rows on 132 SMs). NCHW slices hold pixels, at least 8 a thread.
+  if (nhwc) {
+    const int64_t np = pb.n * pb.p(), need = want * rows;
+    t.segs = int(std::clamp<int64_t>((need + np - 1) / np, 1, std::max<int64_t>(1, pb.q() / 8)));
+  }
+  const int64_t items = nhwc ? pb.n * pb.p() * t.segs : pb.n * pb.p() * pb.q();
   const int64_t most = std::max<int64_t>(1, items / ((nhwc ? 1 : 8) * rows));
   t.slices = std::min(want, most);
   t.pix_per_slice = std::max<int64_t>(1, (items + t.slices - 1) / t.slices);
@@ -447,9 +458,11 @@ void wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, const T* x, const T* 
     CK_LAUNCH("depthwise_wgrad_nchw_kernel");
   } else {
     if (t.vec > 1)
-      depthwise_wgrad_rows_kernel<T, kV><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, x, gz, partial);
+      depthwise_wgrad_rows_kernel<T, kV><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, t.segs, x, gz,
+                                                                     partial);
     else
-      depthwise_wgrad_rows_kernel<T, 1><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, x, gz, partial);
+      depthwise_wgrad_rows_kernel<T, 1><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, t.segs, x, gz,
+                                                                    partial);
     CK_LAUNCH("depthwise_wgrad_rows_kernel");
   }
   const int64_t krs = pb.k * pb.r * pb.s;

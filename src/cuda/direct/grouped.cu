@@ -227,9 +227,6 @@ class CudaGrouped final : public CudaAlgorithm {
                          "tile).");
     if (cfg.layout != Layout::nhwc) return Support::no("it reads NHWC tensors only.");
     if (cfg.dtype == DType::f32 && cfg.math == MathMode::tf32) return Support::no("it computes in strict fp32.");
-    if (cfg.dtype != DType::f32 && pb.c_per_group() % 8 == 0)
-      return Support::no("f16/bf16 with C/groups % 8 == 0 run on tensor cores (cuda_grouped_mma, cuda_igemm_mma), "
-                         "which measured faster.");
     if (Support s = dims_fit_int(pb); !s) return s;
     const GrPlan t = plan_of(pb);
     if (t.smem > kSmemBudget || t.threads > kThreadsTarget)
@@ -237,6 +234,13 @@ class CudaGrouped final : public CudaAlgorithm {
                          " bytes of shared memory (" + std::to_string(kSmemBudget) + " available).");
     if ((pb.groups + t.gb - 1) / t.gb > 65535) return Support::no("more than 65535 group blocks (grid.y).");
     if (int64_t(pb.n) * t.tiles_p * t.tiles_q >= INT_MAX) return Support::no("more than 2^31 tiles (grid.x).");
+    return Support::yes();
+  }
+  // f16/bf16 with C/groups % 8 == 0: the tensor-core kernels (cuda_grouped_mma, cuda_igemm_mma) measured
+  // 1.5-3x faster on the resnext50 suite (docs/perf.md, 2026-12-01).
+  Support heuristic_choice(const Conv2dProblem& pb, const ConvConfig& cfg) const override {
+    if (cfg.dtype != DType::f32 && pb.c_per_group() % 8 == 0)
+      return Support::no("f16/bf16 with C/groups % 8 == 0 run faster on the tensor-core kernels.");
     return Support::yes();
   }
   std::string detail(const Conv2dProblem& pb, const ConvConfig&) const override {
