@@ -202,6 +202,26 @@ TEST(PlannerGpu, Bf16NchwIsComputedInNhwcOnATensorCoreKernel) {
   EXPECT_FALSE(fixed.transforms());
 }
 
+// Algorithm::heuristic_choice: cuda_grouped can run a bf16 grouped layer of 8 channels a group with K != C,
+// but the heuristic passes it over for the tensor-core kernels (its verdict says so); by name it still runs.
+TEST(PlannerGpu, TheHeuristicPassesOverWhatItShouldNotChoose) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  const Conv2dProblem p = Conv2dProblem::parse("n2c64h14w14k128r3s3p1g8");
+  const ConvConfig cfg{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
+  const Plan pl = plan(p, cfg);
+  ASSERT_NE(pl.algorithm, nullptr);
+  EXPECT_NE(pl.algorithm->name(), "cuda_grouped");
+  bool said = false;
+  for (const PlanVerdict& v : pl.verdicts)
+    if (v.algorithm == "cuda_grouped") said = v.answer.find("passed over by the heuristic") != std::string::npos;
+  EXPECT_TRUE(said) << "cuda_grouped's verdict does not say it was passed over";
+  PlanOptions named;
+  named.algo = "cuda_grouped";
+  EXPECT_EQ(plan(p, cfg, {}, named).algorithm->name(), "cuda_grouped");
+  // 4 channels a group (its gather path elsewhere): chosen when K != C rules cuda_grouped_mma out
+  EXPECT_EQ(plan(Conv2dProblem::parse("n2c64h14w14k128r3s3p1g16"), cfg).algorithm->name(), "cuda_grouped");
+}
+
 TEST(PlannerGpu, MisalignedOperandsGoToAnAlgorithmThatTakesThem) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   const Algorithm* wgmma = find_algorithm("cuda_igemm_wgmma");

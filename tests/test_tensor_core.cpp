@@ -203,7 +203,7 @@ TEST(TensorCoreDiscovery, RequiredAlgorithmsAndWhoAcceptsWhat) {
       std::printf("  %-8s %-24s accepts %2d of %d problems%s%s\n", kConfigs[ci].name, a->name().c_str(), yes, total,
                   why.empty() ? "" : "; e.g. rejects ", why.c_str());
       if (yes > 0 && !a->is_peer()) who.push_back(a->name());
-      if (ckt::is_required(a->name()) && is_tensor_core_algo(*a)) {
+      if (ckt::is_required(a->name()) && is_tensor_core_algo(*a) && takes_dense_layers(*a)) {
         EXPECT_GT(yes, 0) << a->name() << " is a required tensor-core algorithm but rejects every " << kConfigs[ci].name
                           << " NHWC problem; e.g. " << why;
       }

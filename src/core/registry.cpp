@@ -26,10 +26,12 @@ const std::vector<const Algorithm*>& algorithms() {
 #ifdef CONVKIT_WITH_CUDA
     // Depthwise layers only (groups = C): every GEMM tile there is mostly zeros, so it goes before them all.
     v.push_back(detail::make_cuda_depthwise());
-    // Grouped layers of 2-8 channels a group with K = C (ResNeXt's first two stages), f16/bf16: tensor cores on
-    // whole groups, where a GEMM tile of 64-256 output channels is mostly zeros: 1.3-1.9x cuda_igemm_mma on
-    // 8 channels, 10x its gather path and 2.3x cuda_grouped on 4 (docs/perf.md, 2026-12-01). It can run 16-64 channels a group,
-    // but the heuristic passes it over there (heuristic_choice): cuda_igemm_mma measured 2.2x faster.
+    // Grouped layers of 2-64 channels a group with K = C (ResNeXt), f16/bf16: tensor cores on whole groups,
+    // where a GEMM tile of 64-256 output channels is mostly zeros: 1.3-1.9x cuda_igemm_mma on 8 channels, 10x
+    // its gather path on 4 (docs/perf.md, 2026-12-01). Alone, a 16-32-channel layer ran 1.2-2.3x faster on
+    // cuda_igemm_mma; in the whole ResNeXt-50 the opposite held (convert 4.07 ms with this kernel on every
+    // grouped layer, 4.60 with the implicit GEMMs on the 16-32-channel ones; eager 4.42 in both runs), so
+    // it is first for all of them until that is understood (docs/perf.md).
     v.push_back(detail::make_cuda_grouped_mma());
     // The other grouped layers of 2-64 channels a group: strict fp32 (1.2x cuDNN's FMA kernels over the
     // resnext50 suite), and f16/bf16 whose C/groups the tensor-core kernels only take through their gather
