@@ -21,6 +21,11 @@
 //     threads are lanes along the channels (vectors of kWgradVec, the vectors split evenly over the blocks)
 //     x rows, each walking output rows (or column segments of them) along q with its tap pointers advanced by stride*C
 //     and kTaps x kVec sums in registers; a fixed-shape tree in shared memory adds the rows, tap by tap.
+//   depthwise_wgrad_tile_kernel (NHWC, multiplier 1, up to 72 taps; NOT YET RUN ON A GPU): a block walks
+//     output tiles of 64 channels, staging each tile's grad_out and input halo once in shared memory; a
+//     thread = (channel pair, tap slot of 9) sums over the tile; one slice per block. Estimated instruction
+//     bound near cuDNN's time on mbv2_dw3x3_144_56 (9 threads load each gradient pair once per tap); the next
+//     step is a thread per (pair, filter row) with a register window along q (S FMAs per two loads).
 //   depthwise_wgrad_nchw_kernel: a block = (pixel slice, one channel, tap chunk); consecutive threads take
 //     consecutive pixels, the same tree adds them.
 //   depthwise_wgrad_reduce_kernel: 8 threads per (channel, tap) add the slices in a fixed interleave, then
@@ -52,6 +57,15 @@ constexpr int kThreads = 256;
 constexpr int kTaps = 9;                // taps per weight-gradient pass (a 3x3 filter in one)
 constexpr int kWgradVec = 4;            // channels per weight-gradient thread (NHWC, M = 1)
 constexpr int64_t kSmemLimit = 48 * 1024;
+constexpr int kTileC = 64;                // weight gradient, tile kernel: channels a block (32 pairs)
+constexpr int kTileThreads = 32 * kTaps;  // 32 channel pairs x 9 tap slots
+constexpr int kTileChunks = 8;            // at most 8 x 9 = 72 taps (7x7 and below)
+
+// The tile kernel's output tile and staged input (tp x tq outputs of one image, ih x iw inputs).
+struct WgTile {
+  int tp = 0, tq = 0, ih = 0, iw = 0, tiles_p = 1, tiles_q = 1;
+  int64_t smem = 0;  // 0: the tile kernel does not apply
+};
 
 // The host's choice for one launch.
 struct BwdPlan {
@@ -62,6 +76,7 @@ struct BwdPlan {
   int64_t slices = 1, pix_per_slice = 0;  // wgrad
   int64_t cblocks = 1, tchunks = 1;       // wgrad
   int segs = 1;                           // wgrad, NHWC: column segments a row
+  WgTile tile;                            // wgrad, NHWC, multiplier 1: the tile kernel's plan (smem > 0)
 };
 
 int elem_vec(DType t) { return t == DType::f32 ? 4 : 8; }
@@ -354,6 +369,103 @@ __global__ void __launch_bounds__(kThreads, 2)  // 2 blocks an SM; 3 (<= 80 regi
   }
 }
 
+// NHWC, multiplier 1, up to kTileChunks x kTaps taps: a block walks output tiles (tp x tq pixels of one
+// image) of 64 channels, tile = blockIdx.x, += gridDim.x; for each it stages the tile's grad_out and the input
+// it reaches (halo, zeros outside the image) once in shared memory in the tensor's dtype, and a thread =
+// (channel pair, tap slot) adds its pair's products over the tile for the taps slot, slot + 9, ... to fp32
+// sums in registers. The block's sums are its slice's partials: each has one owner, so no tree.
+template <typename T>
+__global__ void __launch_bounds__(kTileThreads)
+    depthwise_wgrad_tile_kernel(ConvDims d, WgTile t, bool vec16, const T* __restrict__ x, const T* __restrict__ gz,
+                                float* __restrict__ partial) {
+  extern __shared__ __align__(16) unsigned char tile_smem[];
+  constexpr int kE = int(16 / sizeof(T)), kChunks = kTileC / kE;
+  T* s_g = reinterpret_cast<T*>(tile_smem);  // [tp * tq][64]
+  T* s_x = s_g + t.tp * t.tq * kTileC;        // [ih * iw][64]
+  const int tid = threadIdx.x, pair = tid % 32, slot = tid / 32, cl = 2 * pair;
+  const int c0 = blockIdx.y * kTileC, RS = d.r * d.s, nchunks = (RS + kTaps - 1) / kTaps;
+  const int64_t tiles = int64_t(d.n) * t.tiles_p * t.tiles_q;
+  float acc[kTileChunks][2];
+#pragma unroll
+  for (int j = 0; j < kTileChunks; ++j) acc[j][0] = acc[j][1] = 0.0f;
+
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int tq_i = int(tile % t.tiles_q);
+    const int tp_i = int((tile / t.tiles_q) % t.tiles_p);
+    const int64_t n = tile / (int64_t(t.tiles_q) * t.tiles_p);
+    const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
+    const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
+    __syncthreads();  // the previous tile's reads are done
+    for (int u = tid; u < t.tp * t.tq * kChunks; u += kTileThreads) {
+      const int ch = u % kChunks, pix = u / kChunks, py = pix / t.tq, p = p0 + py, q = q0 + pix - py * t.tq;
+      const int c = c0 + ch * kE;
+      Vec<T, kE> v;
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v.v[e] = float_to_elem<T>(0.0f);
+      if (p < d.p && q < d.q) {
+        const T* g = gz + ((n * d.p + p) * d.q + q) * d.k + c;
+        if (vec16 && c + kE <= d.k) {
+          v = *reinterpret_cast<const Vec<T, kE>*>(g);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kE; ++e)
+            if (c + e < d.k) v.v[e] = g[e];
+        }
+      }
+      *reinterpret_cast<Vec<T, kE>*>(s_g + pix * kTileC + ch * kE) = v;
+    }
+    for (int u = tid; u < t.ih * t.iw * kChunks; u += kTileThreads) {
+      const int ch = u % kChunks, pix = u / kChunks, y = pix / t.iw, h = h0 + y, w = w0 + pix - y * t.iw;
+      const int c = c0 + ch * kE;
+      Vec<T, kE> v;
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v.v[e] = float_to_elem<T>(0.0f);
+      if (h >= 0 && h < d.h && w >= 0 && w < d.w) {
+        const T* g = x + ((n * d.h + h) * d.w + w) * d.c + c;
+        if (vec16 && c + kE <= d.c) {
+          v = *reinterpret_cast<const Vec<T, kE>*>(g);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kE; ++e)
+            if (c + e < d.c) v.v[e] = g[e];
+        }
+      }
+      *reinterpret_cast<Vec<T, kE>*>(s_x + pix * kTileC + ch * kE) = v;
+    }
+    __syncthreads();
+    const int tp_eff = min(t.tp, d.p - p0), tq_eff = min(t.tq, d.q - q0);
+    const int xstep = d.stride_w * kTileC;
+#pragma unroll
+    for (int j = 0; j < kTileChunks; ++j) {
+      const int tap = j * kTaps + slot;
+      if (j >= nchunks || tap >= RS) continue;
+      const int r = tap / d.s, sx = tap - r * d.s;
+      float a0 = acc[j][0], a1 = acc[j][1];
+      for (int py = 0; py < tp_eff; ++py) {
+        const T* gp = s_g + py * t.tq * kTileC + cl;
+        const T* xp = s_x + ((py * d.stride_h + r * d.dil_h) * t.iw + sx * d.dil_w) * kTileC + cl;
+#pragma unroll 4
+        for (int qx = 0; qx < tq_eff; ++qx) {
+          float g2[2], x2[2];
+          load_vec_f32<T, 2>(gp + qx * kTileC, g2);
+          load_vec_f32<T, 2>(xp + qx * xstep, x2);
+          a0 = fmaf(g2[0], x2[0], a0);
+          a1 = fmaf(g2[1], x2[1], a1);
+        }
+      }
+      acc[j][0] = a0, acc[j][1] = a1;
+    }
+  }
+  const int k = c0 + cl;
+#pragma unroll
+  for (int j = 0; j < kTileChunks; ++j) {
+    const int tap = j * kTaps + slot;
+    if (j >= nchunks || tap >= RS) continue;
+    if (k < d.k) partial[(int64_t(blockIdx.x) * d.k + k) * RS + tap] = acc[j][0];
+    if (k + 1 < d.k) partial[(int64_t(blockIdx.x) * d.k + k + 1) * RS + tap] = acc[j][1];
+  }
+}
+
 // gw[k, tap] = the slices' partial sums added in a fixed order, rounded once: a block = 32 consecutive
 // (k, tap) x 8 threads each, thread g adding slices g, g + 8, ... in order, then the 8 sums in order.
 // NOTE: one thread per (k, tap) walking every slice serially ran 6 blocks for 1296 outputs: 31 us (ncu).
@@ -407,6 +519,30 @@ BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) 
     const int64_t blocks = (vectors + 31) / 32;
     t.lanes = int((vectors + blocks - 1) / blocks);
   }
+  if (nhwc && pb.k_per_group() == 1 && pb.r * pb.s <= kTileChunks * kTaps) {
+    // The tile kernel: tq = Q up to 64 columns, the most rows (up to 8) whose staged tiles fit 48 KB
+    // (4 blocks of 288 threads an SM), one slice per block over a grid of ~4 blocks an SM.
+    WgTile& w = t.tile;
+    const int64_t es = dtype_size(cfg.dtype);
+    w.tq = int(std::min<int64_t>(pb.q(), 64));
+    for (w.tp = int(std::min<int64_t>(pb.p(), 8)); w.tp >= 1; --w.tp) {
+      w.ih = int((w.tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1);
+      w.iw = int((w.tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1);
+      w.smem = (int64_t(w.tp) * w.tq + int64_t(w.ih) * w.iw) * kTileC * es;
+      if (w.smem <= kSmemLimit) break;
+    }
+    if (w.tp >= 1 && w.smem <= kSmemLimit) {
+      w.tiles_p = int((pb.p() + w.tp - 1) / w.tp);
+      w.tiles_q = int((pb.q() + w.tq - 1) / w.tq);
+      const int64_t cblocks = (pb.k + kTileC - 1) / kTileC, tiles = pb.n * w.tiles_p * w.tiles_q;
+      t.cblocks = cblocks;
+      t.slices = std::max<int64_t>(1, std::min<int64_t>(tiles, (4 * int64_t(sm_count_of_current_device()) +
+                                                                cblocks - 1) / cblocks));
+      t.vec = int(16 / es);
+      return t;
+    }
+    w = WgTile{};
+  }
   const int64_t kb = int64_t(t.lanes) * t.vec, rows = kThreads / t.lanes;
   t.cblocks = (pb.k + kb - 1) / kb;
   t.tchunks = (pb.r * pb.s + kTaps - 1) / kTaps;
@@ -459,6 +595,11 @@ void wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, const T* x, const T* 
   if (cfg.layout == Layout::nchw) {
     depthwise_wgrad_nchw_kernel<T><<<grid, kThreads, 0, st>>>(d, t.slices, t.pix_per_slice, inv_pq, x, gz, partial);
     CK_LAUNCH("depthwise_wgrad_nchw_kernel");
+  } else if (t.tile.smem > 0) {
+    const bool vec16 = aligned16(x) && aligned16(gz) && pb.c % (16 / int64_t(sizeof(T))) == 0;
+    depthwise_wgrad_tile_kernel<T><<<dim3(unsigned(t.slices), unsigned(t.cblocks)), kTileThreads, t.tile.smem, st>>>(
+        d, t.tile, vec16, x, gz, partial);
+    CK_LAUNCH("depthwise_wgrad_tile_kernel");
   } else {
     if (t.vec > 1)
       depthwise_wgrad_rows_kernel<T, kV><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, t.segs, x, gz,
@@ -498,8 +639,9 @@ Support cuda_backward_supports(const Conv2dProblem& pb, const ConvConfig& cfg) {
 
 std::string cuda_backward_kernel_name(const Conv2dProblem& pb, const ConvConfig& cfg, bool weight) {
   const BwdPlan t = weight ? plan_wgrad(pb, cfg, true) : plan_dgrad(pb, cfg, true);
-  std::string s = weight ? std::string(cfg.layout == Layout::nhwc ? "depthwise_wgrad_rows_kernel"
-                                                                   : "depthwise_wgrad_nchw_kernel") +
+  std::string s = weight ? std::string(cfg.layout == Layout::nchw ? "depthwise_wgrad_nchw_kernel"
+                                       : t.tile.smem > 0           ? "depthwise_wgrad_tile_kernel"
+                                                                   : "depthwise_wgrad_rows_kernel") +
                                " + depthwise_wgrad_reduce_kernel"
                          : std::string("depthwise_dgrad_kernel");
   s += std::string(" (") + to_string(cfg.layout) + ", " + std::to_string(t.vec) + "-element vectors";
