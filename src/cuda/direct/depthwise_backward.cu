@@ -21,6 +21,11 @@
 //     threads are lanes along the channels (vectors of kWgradVec, the vectors split evenly over the blocks)
 //     x rows, each walking output rows (or column segments of them) along q with its tap pointers advanced by stride*C
 //     and kTaps x kVec sums in registers; a fixed-shape tree in shared memory adds the rows, tap by tap.
+//   depthwise_wgrad_tile_kernel (NHWC, multiplier 1, R <= 9, S <= 8; NOT YET RUN ON A GPU): a block walks
+//     output tiles of 64 channels, staging each tile's grad_out and input halo once in shared memory; a
+//     thread = (channel pair, filter row, tile-row phase) with a register window of the row's S inputs along
+//     q (stride 1: one new load a pixel for S FMA pairs); one slice per block. Estimate for
+//     mbv2_dw3x3_144_56: ~2e7 warp instructions, 20-40 us (cuDNN 47, the rows kernel 144-203).
 //   depthwise_wgrad_nchw_kernel: a block = (pixel slice, one channel, tap chunk); consecutive threads take
 //     consecutive pixels, the same tree adds them.
 //   depthwise_wgrad_reduce_kernel: 8 threads per (channel, tap) add the slices in a fixed interleave, then
@@ -52,6 +57,16 @@ constexpr int kThreads = 256;
 constexpr int kTaps = 9;                // taps per weight-gradient pass (a 3x3 filter in one)
 constexpr int kWgradVec = 4;            // channels per weight-gradient thread (NHWC, M = 1)
 constexpr int64_t kSmemLimit = 48 * 1024;
+constexpr int kTileC = 64;                // weight gradient, tile kernel: channels a block (32 pairs)
+constexpr int kTileThreads = 32 * kTaps;  // 32 channel pairs x 9 groups (filter row, tile-row phase)
+constexpr int64_t kTileSmem = 72 * 1024;  // the tile kernel's staged tiles (opted in above 48 KB)
+constexpr int kTileS = 8;                 // filter columns the tile kernel takes (R <= 9, S <= 8)
+
+// The tile kernel's output tile and staged input (tp x tq outputs of one image, ih x iw inputs).
+struct WgTile {
+  int tp = 0, tq = 0, ih = 0, iw = 0, tiles_p = 1, tiles_q = 1;
+  int64_t smem = 0;  // 0: the tile kernel does not apply
+};
 
 // The host's choice for one launch.
 struct BwdPlan {
@@ -62,6 +77,7 @@ struct BwdPlan {
   int64_t slices = 1, pix_per_slice = 0;  // wgrad
   int64_t cblocks = 1, tchunks = 1;       // wgrad
   int segs = 1;                           // wgrad, NHWC: column segments a row
+  WgTile tile;                            // wgrad, NHWC, multiplier 1: the tile kernel's plan (smem > 0)
 };
 
 int elem_vec(DType t) { return t == DType::f32 ? 4 : 8; }
@@ -354,6 +370,138 @@ __global__ void __launch_bounds__(kThreads, 2)  // 2 blocks an SM; 3 (<= 80 regi
   }
 }
 
+// NHWC, multiplier 1, R <= 9 and S <= 8: a block walks output tiles (tp x tq pixels of one image) of 64
+// channels, tile = blockIdx.x, += gridDim.x; for each it stages the tile's grad_out and the input it reaches
+// (halo, zeros outside the image) once in shared memory in the tensor's dtype. A thread = (channel pair,
+// group g of 9): filter row r = g % R over the tile rows g / R, + 9 / R, ..., with a window of the row's S
+// input values along q; kS (3, 5 or 8) bounds S. Its R x S... sums stay in registers over all its tiles;
+// at the end the groups of each filter row add theirs in a fixed order: the block's slice partials.
+template <typename T, int kS>
+__global__ void __launch_bounds__(kTileThreads)
+    depthwise_wgrad_tile_kernel(ConvDims d, WgTile t, bool vec16, const T* __restrict__ x, const T* __restrict__ gz,
+                                float* __restrict__ partial) {
+  extern __shared__ __align__(16) unsigned char tile_smem[];
+  constexpr int kE = int(16 / sizeof(T)), kChunks = kTileC / kE;
+  T* s_g = reinterpret_cast<T*>(tile_smem);  // [tp * tq][64]
+  T* s_x = s_g + t.tp * t.tq * kTileC;        // [ih * iw][64]
+  const int tid = threadIdx.x, pair = tid % 32, slot = tid / 32, cl = 2 * pair;
+  const int c0 = blockIdx.y * kTileC, RS = d.r * d.s, R = d.r, J = kTaps / R;
+  const bool slide = d.stride_w == 1 && d.dil_w == 1;
+  const int64_t tiles = int64_t(d.n) * t.tiles_p * t.tiles_q;
+  float acc[kS][2];  // the sums of (pair, filter row r, column s)
+#pragma unroll
+  for (int j = 0; j < kS; ++j) acc[j][0] = acc[j][1] = 0.0f;
+
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int tq_i = int(tile % t.tiles_q);
+    const int tp_i = int((tile / t.tiles_q) % t.tiles_p);
+    const int64_t n = tile / (int64_t(t.tiles_q) * t.tiles_p);
+    const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
+    const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
+    __syncthreads();  // the previous tile's reads are done
+    for (int u = tid; u < t.tp * t.tq * kChunks; u += kTileThreads) {
+      const int ch = u % kChunks, pix = u / kChunks, py = pix / t.tq, p = p0 + py, q = q0 + pix - py * t.tq;
+      const int c = c0 + ch * kE;
+      Vec<T, kE> v;
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v.v[e] = float_to_elem<T>(0.0f);
+      if (p < d.p && q < d.q) {
+        const T* g = gz + ((n * d.p + p) * d.q + q) * d.k + c;
+        if (vec16 && c + kE <= d.k) {
+          v = *reinterpret_cast<const Vec<T, kE>*>(g);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kE; ++e)
+            if (c + e < d.k) v.v[e] = g[e];
+        }
+      }
+      *reinterpret_cast<Vec<T, kE>*>(s_g + pix * kTileC + ch * kE) = v;
+    }
+    for (int u = tid; u < t.ih * t.iw * kChunks; u += kTileThreads) {
+      const int ch = u % kChunks, pix = u / kChunks, y = pix / t.iw, h = h0 + y, w = w0 + pix - y * t.iw;
+      const int c = c0 + ch * kE;
+      Vec<T, kE> v;
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v.v[e] = float_to_elem<T>(0.0f);
+      if (h >= 0 && h < d.h && w >= 0 && w < d.w) {
+        const T* g = x + ((n * d.h + h) * d.w + w) * d.c + c;
+        if (vec16 && c + kE <= d.c) {
+          v = *reinterpret_cast<const Vec<T, kE>*>(g);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kE; ++e)
+            if (c + e < d.c) v.v[e] = g[e];
+        }
+      }
+      *reinterpret_cast<Vec<T, kE>*>(s_x + pix * kTileC + ch * kE) = v;
+    }
+    __syncthreads();
+    // thread group g = slot: filter row r = g % R, tile rows py = g / R, + J, ... (J = 9 / R groups a row);
+    // along q a window of the S input values of row r: at stride 1 and dilation 1 the next pixel reuses S-1
+    // of them (one new load), otherwise all S are loaded.
+    if (slot < R * J) {
+      const int r = slot % R, tp_eff = min(t.tp, d.p - p0), tq_eff = min(t.tq, d.q - q0);
+      for (int py = slot / R; py < tp_eff; py += J) {
+        const T* gp = s_g + py * t.tq * kTileC + cl;
+        const T* xp = s_x + (py * d.stride_h + r * d.dil_h) * t.iw * kTileC + cl;
+        if (slide) {
+          float xw[kS][2];
+#pragma unroll
+          for (int sx = 0; sx < kS - 1; ++sx)
+            if (sx < d.s - 1) load_vec_f32<T, 2>(xp + sx * kTileC, xw[sx]);
+          for (int qx = 0; qx < tq_eff; ++qx) {
+            float g2[2];
+            load_vec_f32<T, 2>(gp + qx * kTileC, g2);
+            // the window's last value: column qx + S - 1
+#pragma unroll
+            for (int sx = 0; sx < kS; ++sx)
+              if (sx == d.s - 1) load_vec_f32<T, 2>(xp + (qx + sx) * kTileC, xw[sx]);
+#pragma unroll
+            for (int sx = 0; sx < kS; ++sx)
+              if (sx < d.s) {
+                acc[sx][0] = fmaf(g2[0], xw[sx][0], acc[sx][0]);
+                acc[sx][1] = fmaf(g2[1], xw[sx][1], acc[sx][1]);
+              }
+#pragma unroll
+            for (int sx = 0; sx < kS - 1; ++sx) xw[sx][0] = xw[sx + 1][0], xw[sx][1] = xw[sx + 1][1];
+          }
+        } else {
+          const int xstep = d.stride_w * kTileC, dstep = d.dil_w * kTileC;
+          for (int qx = 0; qx < tq_eff; ++qx) {
+            float g2[2];
+            load_vec_f32<T, 2>(gp + qx * kTileC, g2);
+#pragma unroll
+            for (int sx = 0; sx < kS; ++sx)
+              if (sx < d.s) {
+                float x2[2];
+                load_vec_f32<T, 2>(xp + qx * xstep + sx * dstep, x2);
+                acc[sx][0] = fmaf(g2[0], x2[0], acc[sx][0]);
+                acc[sx][1] = fmaf(g2[1], x2[1], acc[sx][1]);
+              }
+          }
+        }
+      }
+    }
+  }
+  // The J groups of each filter row add their sums in group order (fixed), then write the slice's partials.
+  __syncthreads();
+  float* s_red = reinterpret_cast<float*>(tile_smem);  // [slot][S][64] fp32, over the staged tiles
+  if (slot < R * J)
+#pragma unroll
+    for (int sx = 0; sx < kS; ++sx)
+      if (sx < d.s) {
+        s_red[(slot * d.s + sx) * kTileC + cl] = acc[sx][0];
+        s_red[(slot * d.s + sx) * kTileC + cl + 1] = acc[sx][1];
+      }
+  __syncthreads();
+  for (int i = tid; i < R * d.s * kTileC; i += kTileThreads) {
+    const int c = i % kTileC, rs = i / kTileC, r = rs / d.s, sx = rs - r * d.s, k = c0 + c;
+    float v = 0.0f;
+    for (int j = 0; j < J; ++j) v += s_red[((j * R + r) * d.s + sx) * kTileC + c];
+    if (k < d.k) partial[(int64_t(blockIdx.x) * d.k + k) * RS + rs] = v;
+  }
+}
+
 // gw[k, tap] = the slices' partial sums added in a fixed order, rounded once: a block = 32 consecutive
 // (k, tap) x 8 threads each, thread g adding slices g, g + 8, ... in order, then the 8 sums in order.
 // NOTE: one thread per (k, tap) walking every slice serially ran 6 blocks for 1296 outputs: 31 us (ncu).
@@ -407,6 +555,41 @@ BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) 
     const int64_t blocks = (vectors + 31) / 32;
     t.lanes = int((vectors + blocks - 1) / blocks);
   }
+  if (nhwc && pb.k_per_group() == 1 && pb.r <= kTaps && pb.s <= kTileS) {
+    // The tile kernel: tq = Q up to 64 columns; tp the most rows (up to 9) whose staged tiles fit 72 KB (3
+    // blocks of 288 threads an SM), a multiple of the 9 / R thread groups a filter row has where one fits
+    // (else some groups idle); one slice per block over a grid of ~4 blocks an SM.
+    WgTile& w = t.tile;
+    const int64_t es = dtype_size(cfg.dtype), groups = kTaps / pb.r;
+    auto size_for = [&](int tp) {
+      const int64_t ih = (tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1;
+      const int64_t iw = (w.tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1;
+      return (int64_t(tp) * w.tq + ih * iw) * kTileC * es;
+    };
+    w.tq = int(std::min<int64_t>(pb.q(), 64));
+    int best = 0;
+    for (int tp = int(std::min<int64_t>(pb.p(), 9)); tp >= 1 && best == 0; --tp)
+      if (tp % groups == 0 && size_for(tp) <= kTileSmem) best = tp;
+    for (int tp = int(std::min<int64_t>(pb.p(), 9)); tp >= 1 && best == 0; --tp)
+      if (size_for(tp) <= kTileSmem) best = tp;
+    w.tp = best;
+    if (w.tp >= 1) {
+      w.ih = int((w.tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1);
+      w.iw = int((w.tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1);
+      w.smem = size_for(w.tp);
+      // the closing reduction reuses the staging area: [9 groups][S][64] fp32
+      w.smem = std::max<int64_t>(w.smem, int64_t(kTaps) * pb.s * kTileC * 4);
+      w.tiles_p = int((pb.p() + w.tp - 1) / w.tp);
+      w.tiles_q = int((pb.q() + w.tq - 1) / w.tq);
+      const int64_t cblocks = (pb.k + kTileC - 1) / kTileC, tiles = pb.n * w.tiles_p * w.tiles_q;
+      t.cblocks = cblocks;
+      t.slices = std::max<int64_t>(1, std::min<int64_t>(tiles, (4 * int64_t(sm_count_of_current_device()) +
+                                                                cblocks - 1) / cblocks));
+      t.vec = int(16 / es);
+      return t;
+    }
+    w = WgTile{};
+  }
   const int64_t kb = int64_t(t.lanes) * t.vec, rows = kThreads / t.lanes;
   t.cblocks = (pb.k + kb - 1) / kb;
   t.tchunks = (pb.r * pb.s + kTaps - 1) / kTaps;
@@ -459,6 +642,15 @@ void wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, const T* x, const T* 
   if (cfg.layout == Layout::nchw) {
     depthwise_wgrad_nchw_kernel<T><<<grid, kThreads, 0, st>>>(d, t.slices, t.pix_per_slice, inv_pq, x, gz, partial);
     CK_LAUNCH("depthwise_wgrad_nchw_kernel");
+  } else if (t.tile.smem > 0) {
+    const bool vec16 = aligned16(x) && aligned16(gz) && pb.c % (16 / int64_t(sizeof(T))) == 0;
+    const dim3 tgrid(unsigned(t.slices), unsigned(t.cblocks));
+    auto kernel = pb.s <= 3 ? depthwise_wgrad_tile_kernel<T, 3>
+                  : pb.s <= 5 ? depthwise_wgrad_tile_kernel<T, 5> : depthwise_wgrad_tile_kernel<T, 8>;
+    if (t.tile.smem > 48 * 1024)
+      CK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTileSmem)));
+    kernel<<<tgrid, kTileThreads, t.tile.smem, st>>>(d, t.tile, vec16, x, gz, partial);
+    CK_LAUNCH("depthwise_wgrad_tile_kernel");
   } else {
     if (t.vec > 1)
       depthwise_wgrad_rows_kernel<T, kV><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, t.segs, x, gz,
@@ -498,8 +690,9 @@ Support cuda_backward_supports(const Conv2dProblem& pb, const ConvConfig& cfg) {
 
 std::string cuda_backward_kernel_name(const Conv2dProblem& pb, const ConvConfig& cfg, bool weight) {
   const BwdPlan t = weight ? plan_wgrad(pb, cfg, true) : plan_dgrad(pb, cfg, true);
-  std::string s = weight ? std::string(cfg.layout == Layout::nhwc ? "depthwise_wgrad_rows_kernel"
-                                                                   : "depthwise_wgrad_nchw_kernel") +
+  std::string s = weight ? std::string(cfg.layout == Layout::nchw ? "depthwise_wgrad_nchw_kernel"
+                                       : t.tile.smem > 0           ? "depthwise_wgrad_tile_kernel"
+                                                                   : "depthwise_wgrad_rows_kernel") +
                                " + depthwise_wgrad_reduce_kernel"
                          : std::string("depthwise_dgrad_kernel");
   s += std::string(" (") + to_string(cfg.layout) + ", " + std::to_string(t.vec) + "-element vectors";
