@@ -32,6 +32,7 @@
 #include "cuda/common/cuda_algorithm.hpp"
 #include "cuda/common/epilogue.cuh"
 #include "cuda/common/geometry.cuh"
+#include "cuda/common/vec.cuh"
 #include "cuda/tc/mma_sync.cuh"
 
 namespace convkit::detail {
@@ -55,6 +56,8 @@ struct GmPlan {
   int tiles_p = 1, tiles_q = 1;
   int xshift = 0;      // swizzle key (x >> xshift) & 7
   int kwn = 1;         // n8 tiles a warp
+  int tq_mul = 0;      // m / tq as (m * tq_mul) >> 16: exact for m * tq < 2^16 (m < 128, tq <= 128)
+  bool pairs = false;  // the epilogue stores 2 channels as one 4-byte word (K even, dst 4-byte aligned)
   int64_t smem_in = 0, smem_w = 0, smem = 0;
 };
 
@@ -84,6 +87,7 @@ GmPlan plan_of(const Conv2dProblem& pb) {
     break;  // does not fit: can_implement says so
   }
   t.mtiles = (t.tp * t.tq + 15) / 16;
+  t.tq_mul = (65536 + t.tq - 1) / t.tq;
   t.tiles_p = int((P + t.tp - 1) / t.tp);
   t.tiles_q = int((Q + t.tq - 1) / t.tq);
   return t;
@@ -153,10 +157,9 @@ __global__ void __launch_bounds__(kThreads)
         // unit u = tap u of the 8-channel super-group holding k; its channels of k's group from the filter
         const int first = (k / cg) * cg - (k / 8) * 8;  // k's group's first channel within the super-group
         const T* g = wei + (int64_t(k) * RS + u) * cg;
-        T e[8];
+        T e[8];  // static indices: a runtime one put the array in local memory
 #pragma unroll
-        for (int j = 0; j < 8; ++j) e[j] = float_to_elem<T>(0.0f);
-        for (int j = 0; j < cg; ++j) e[first + j] = g[j];
+        for (int j = 0; j < 8; ++j) e[j] = j >= first && j < first + cg ? g[j - first] : float_to_elem<T>(0.0f);
         memcpy(&v, e, 16);
       }
     }
@@ -188,7 +191,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kWM; ++i) {
     int m = (wm * kWM + i) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
     if (m >= m_valid) m = 0;  // past the tile: computed on pixel 0, never stored
-    const int py = m / t.tq, px = m - py * t.tq;
+    const int py = (m * t.tq_mul) >> 16, px = m - py * t.tq;
     x0[i] = px * d.stride_w;
     pix0[i] = py * d.stride_h * t.iw + x0[i];
   }
@@ -240,16 +243,25 @@ __global__ void __launch_bounds__(kThreads)
     for (int hf = 0; hf < 2; ++hf) {
       const int m = (wm * kWM + i) * 16 + lane / 4 + hf * 8;
       if (m >= m_valid) continue;
-      const int py = m / t.tq, px = m - py * t.tq, q = q0 + px;
+      const int py = (m * t.tq_mul) >> 16, px = m - py * t.tq, q = q0 + px;
       if (q >= d.q) continue;
       const int64_t o = ((n * d.p + p0 + py) * d.q + q) * d.k;
 #pragma unroll
-      for (int j = 0; j < kWN; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int k = c0 + n_base + j * 8 + 2 * (lane % 4) + e;
-          if (k < d.k) dst[o + k] = float_to_elem<T>(epi(acc[i][j][hf * 2 + e], k, o + k));
+      for (int j = 0; j < kWN; ++j) {
+        const int k = c0 + n_base + j * 8 + 2 * (lane % 4);
+        if (k >= d.k) continue;
+        // the residual element is read (inside epi) before the word holding it is written
+        const float v0 = epi(acc[i][j][hf * 2], k, o + k);
+        if (t.pairs) {  // K even: k + 1 < K too
+          Vec<T, 2> w;
+          w.v[0] = float_to_elem<T>(v0);
+          w.v[1] = float_to_elem<T>(epi(acc[i][j][hf * 2 + 1], k + 1, o + k + 1));
+          *reinterpret_cast<Vec<T, 2>*>(dst + o + k) = w;
+        } else {
+          dst[o + k] = float_to_elem<T>(v0);
+          if (k + 1 < d.k) dst[o + k + 1] = float_to_elem<T>(epi(acc[i][j][hf * 2 + 1], k + 1, o + k + 1));
         }
+      }
     }
 }
 
@@ -258,13 +270,15 @@ void launch_wn(const ConvCall& call, const GmPlan& t) {
   const Conv2dProblem& pb = call.problem;
   const ConvDims d = make_dims(pb);
   const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.c + kBlockC - 1) / kBlockC));
+  GmPlan plan = t;
+  plan.pairs = pb.k % 2 == 0 && reinterpret_cast<uintptr_t>(call.dst.data) % 4 == 0;
   const bool aligned = reinterpret_cast<uintptr_t>(call.src.data) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(call.wei.data) % 16 == 0;
   if (t.smem > 48 * 1024)
     CK_CUDA(cudaFuncSetAttribute(grouped_mma_kernel<T, kWN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  int(t.smem)));
   grouped_mma_kernel<T, kWN><<<grid, kThreads, t.smem, as_stream(call.stream)>>>(
-      d, t, aligned, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
+      d, plan, aligned, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
       static_cast<T*>(call.dst.data), DeviceEpilogue<T>::from(call.epilogue));
   CK_LAUNCH("grouped_mma_kernel");
 }
