@@ -427,6 +427,12 @@ inline Verdict check_output(const Algorithm& a, const Case& c, const HostTensor&
 
 // ---- .npy files (for the CLI tests) -------------------------------------------------------------
 
+// `a` on the case against cpu_ref on the same case (check_output's tests).
+inline Verdict check_against_reference(const Algorithm& a, const Case& c, double bound, bool exact) {
+  const HostTensor want = reference(c);
+  return check_output(a, c, run_case(a, c), want.memory_order(), bound, exact);
+}
+
 inline std::string npy_shape(const std::vector<int64_t>& shape) {
   std::string s = "(";
   for (size_t i = 0; i < shape.size(); ++i) s += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");

@@ -33,6 +33,11 @@ inline Support require_f32_strict(const ConvConfig& cfg, bool nhwc_ok) {
 // The current device's SM count, cached per device (throws convkit::Error when CUDA cannot say).
 int sm_count_of_current_device();
 
+// Lets `kernel` launch with up to `bytes` of dynamic shared memory (above the 48 KiB default a kernel must
+// opt in): cudaFuncSetAttribute once per device, kernel and size, not at every launch (each one costs host
+// time).
+void opt_in_dynamic_smem(const void* kernel, int64_t bytes);
+
 inline bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return x < y + b_bytes && y < x + a_bytes;

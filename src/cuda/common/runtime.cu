@@ -2,7 +2,10 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "core/overrides.hpp"
 #include "core/cuda_hooks.hpp"
@@ -31,6 +34,19 @@ void check_launch(const char* kernel_name, const char* file, int line) {
       msg += " has no code for this GPU: rebuild with -DCMAKE_CUDA_ARCHITECTURES=<your sm> (see `convkit doctor`)";
     throw_cuda_error(msg.c_str(), cudaGetErrorString(e), file, line);
   }
+}
+
+void opt_in_dynamic_smem(const void* kernel, int64_t bytes) {
+  if (bytes <= 48 * 1024) return;
+  int dev = 0;
+  CK_CUDA(cudaGetDevice(&dev));  // the attribute belongs to the device's context
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, int64_t> granted;  // the largest size set, per device and kernel
+  const std::lock_guard<std::mutex> lock(mu);
+  int64_t& have = granted[{dev, kernel}];
+  if (bytes <= have) return;
+  CK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  have = bytes;
 }
 
 bool cuda_built() { return true; }

@@ -727,8 +727,7 @@ std::vector<std::string> variants_of(const Conv2dProblem& pb, const ConvConfig& 
 
 template <typename KernelT>
 void set_smem_attr(KernelT kernel, int64_t bytes) {
-  if (bytes > 48 * 1024)
-    CK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBudget)));
+  if (bytes > 48 * 1024) opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmemBudget);
 }
 
 // The kernel a call runs: the named variant (it must take the problem) or the heuristic's.

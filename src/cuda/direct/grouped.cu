@@ -206,8 +206,7 @@ void launch(const ConvCall& call) {
   const bool cv4 = pb.c_per_group() % 4 == 0;
   auto kernel = t.kkt == 4 ? (cv4 ? grouped_nhwc_kernel<T, 4, 4> : grouped_nhwc_kernel<T, 4, 1>)
                            : (cv4 ? grouped_nhwc_kernel<T, 1, 4> : grouped_nhwc_kernel<T, 1, 1>);
-  if (t.smem > 48 * 1024)
-    CK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBudget)));
+  if (t.smem > 48 * 1024) opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmemBudget);
   kernel<<<grid, t.threads, t.smem, as_stream(call.stream)>>>(d, t, static_cast<const T*>(call.src.data),
                                                              static_cast<const T*>(call.wei.data),
                                                              static_cast<T*>(call.dst.data),

@@ -274,9 +274,7 @@ void launch_wn(const ConvCall& call, const GmPlan& t) {
   plan.pairs = pb.k % 2 == 0 && reinterpret_cast<uintptr_t>(call.dst.data) % 4 == 0;
   const bool aligned = reinterpret_cast<uintptr_t>(call.src.data) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(call.wei.data) % 16 == 0;
-  if (t.smem > 48 * 1024)
-    CK_CUDA(cudaFuncSetAttribute(grouped_mma_kernel<T, kWN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 int(t.smem)));
+  opt_in_dynamic_smem(reinterpret_cast<const void*>(grouped_mma_kernel<T, kWN>), t.smem);
   grouped_mma_kernel<T, kWN><<<grid, kThreads, t.smem, as_stream(call.stream)>>>(
       d, plan, aligned, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
       static_cast<T*>(call.dst.data), DeviceEpilogue<T>::from(call.epilogue));
