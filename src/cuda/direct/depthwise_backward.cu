@@ -647,8 +647,7 @@ void wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, const T* x, const T* 
     const dim3 tgrid(unsigned(t.slices), unsigned(t.cblocks));
     auto kernel = pb.s <= 3 ? depthwise_wgrad_tile_kernel<T, 3>
                   : pb.s <= 5 ? depthwise_wgrad_tile_kernel<T, 5> : depthwise_wgrad_tile_kernel<T, 8>;
-    if (t.tile.smem > 48 * 1024)
-      CK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTileSmem)));
+    if (t.tile.smem > 48 * 1024) opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kTileSmem);
     kernel<<<tgrid, kTileThreads, t.tile.smem, st>>>(d, t.tile, vec16, x, gz, partial);
     CK_LAUNCH("depthwise_wgrad_tile_kernel");
   } else {
