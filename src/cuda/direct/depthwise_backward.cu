@@ -60,11 +60,11 @@ constexpr int64_t kSmemLimit = 48 * 1024;
 constexpr int kTileC = 64;                // weight gradient, tile kernel: channels a block (32 pairs)
 constexpr int kTileThreads = 32 * kTaps;  // 32 channel pairs x 9 groups (filter row, tile-row phase)
 constexpr int64_t kTileSmem = 72 * 1024;  // the tile kernel's staged tiles (opted in above 48 KB)
-constexpr int kTileS = 8;                 // filter columns the tile kernel takes (R <= 9, S <= 8)
 
 // The tile kernel's output tile and staged input (tp x tq outputs of one image, ih x iw inputs).
 struct WgTile {
   int tp = 0, tq = 0, ih = 0, iw = 0, tiles_p = 1, tiles_q = 1;
+  int threads = 0;   // 32 x R x max(1, 9 / R)
   int64_t smem = 0;  // 0: the tile kernel does not apply
 };
 
@@ -370,12 +370,15 @@ __global__ void __launch_bounds__(kThreads, 2)  // 2 blocks an SM; 3 (<= 80 regi
   }
 }
 
-// NHWC, multiplier 1, R <= 9 and S <= 8: a block walks output tiles (tp x tq pixels of one image) of 64
-// channels, tile = blockIdx.x, += gridDim.x; for each it stages the tile's grad_out and the input it reaches
-// (halo, zeros outside the image) once in shared memory in the tensor's dtype. A thread = (channel pair,
-// group g of 9): filter row r = g % R over the tile rows g / R, + 9 / R, ..., with a window of the row's S
-// input values along q; kS (3, 5 or 8) bounds S. Its R x S... sums stay in registers over all its tiles;
-// at the end the groups of each filter row add theirs in a fixed order: the block's slice partials.
+// NHWC, multiplier 1, R <= 9 and S = kS (3, 5 or 7): a block walks output tiles (tp x tq pixels of one image)
+// of 64 channels, tile = blockIdx.x, += gridDim.x; for each it stages the tile's grad_out and the input it
+// reaches (halo, zeros outside the image) once in shared memory in the tensor's dtype. A thread = (channel
+// pair, group g of R x J, J = max(1, 9 / R)): filter row r = g % R over the tile rows g / R, + J, ..., with a
+// window of the row's kS input values along q. Its kS x 2 sums stay in registers over all its tiles; at the
+// end the J groups of each filter row add theirs in a fixed order: the block's slice partials.
+// NOTE: with S a runtime bound (kS = 8 for S = 7, `if (sx == d.s - 1)` picking the window's new value) the
+// window lived on the stack (24-64 bytes of local memory) and the kernel ran 1.1-1.7x slower than the rows
+// kernel on the stride-1 layers (H200, 2026-12-02); S is exact here.
 template <typename T, int kS>
 __global__ void __launch_bounds__(kTileThreads)
     depthwise_wgrad_tile_kernel(ConvDims d, WgTile t, bool vec16, const T* __restrict__ x, const T* __restrict__ gz,
@@ -384,8 +387,8 @@ __global__ void __launch_bounds__(kTileThreads)
   constexpr int kE = int(16 / sizeof(T)), kChunks = kTileC / kE;
   T* s_g = reinterpret_cast<T*>(tile_smem);  // [tp * tq][64]
   T* s_x = s_g + t.tp * t.tq * kTileC;        // [ih * iw][64]
-  const int tid = threadIdx.x, pair = tid % 32, slot = tid / 32, cl = 2 * pair;
-  const int c0 = blockIdx.y * kTileC, RS = d.r * d.s, R = d.r, J = kTaps / R;
+  const int tid = threadIdx.x, nthreads = blockDim.x, pair = tid % 32, slot = tid / 32, cl = 2 * pair;
+  const int c0 = blockIdx.y * kTileC, R = d.r, J = nthreads / (32 * R);
   const bool slide = d.stride_w == 1 && d.dil_w == 1;
   const int64_t tiles = int64_t(d.n) * t.tiles_p * t.tiles_q;
   float acc[kS][2];  // the sums of (pair, filter row r, column s)
@@ -399,7 +402,7 @@ __global__ void __launch_bounds__(kTileThreads)
     const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
     const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
     __syncthreads();  // the previous tile's reads are done
-    for (int u = tid; u < t.tp * t.tq * kChunks; u += kTileThreads) {
+    for (int u = tid; u < t.tp * t.tq * kChunks; u += nthreads) {
       const int ch = u % kChunks, pix = u / kChunks, py = pix / t.tq, p = p0 + py, q = q0 + pix - py * t.tq;
       const int c = c0 + ch * kE;
       Vec<T, kE> v;
@@ -417,7 +420,7 @@ __global__ void __launch_bounds__(kTileThreads)
       }
       *reinterpret_cast<Vec<T, kE>*>(s_g + pix * kTileC + ch * kE) = v;
     }
-    for (int u = tid; u < t.ih * t.iw * kChunks; u += kTileThreads) {
+    for (int u = tid; u < t.ih * t.iw * kChunks; u += nthreads) {
       const int ch = u % kChunks, pix = u / kChunks, y = pix / t.iw, h = h0 + y, w = w0 + pix - y * t.iw;
       const int c = c0 + ch * kE;
       Vec<T, kE> v;
@@ -436,48 +439,39 @@ __global__ void __launch_bounds__(kTileThreads)
       *reinterpret_cast<Vec<T, kE>*>(s_x + pix * kTileC + ch * kE) = v;
     }
     __syncthreads();
-    // thread group g = slot: filter row r = g % R, tile rows py = g / R, + J, ... (J = 9 / R groups a row);
-    // along q a window of the S input values of row r: at stride 1 and dilation 1 the next pixel reuses S-1
-    // of them (one new load), otherwise all S are loaded.
-    if (slot < R * J) {
-      const int r = slot % R, tp_eff = min(t.tp, d.p - p0), tq_eff = min(t.tq, d.q - q0);
-      for (int py = slot / R; py < tp_eff; py += J) {
-        const T* gp = s_g + py * t.tq * kTileC + cl;
-        const T* xp = s_x + (py * d.stride_h + r * d.dil_h) * t.iw * kTileC + cl;
-        if (slide) {
-          float xw[kS][2];
+    // group g = slot: filter row r = g % R, tile rows py = g / R, + J, ...; along q a window of the row's kS
+    // input values: at stride 1 and dilation 1 the next pixel reuses kS - 1 of them (one new load).
+    const int r = slot % R, tp_eff = min(t.tp, d.p - p0), tq_eff = min(t.tq, d.q - q0);
+    for (int py = slot / R; py < tp_eff; py += J) {
+      const T* gp = s_g + py * t.tq * kTileC + cl;
+      const T* xp = s_x + (py * d.stride_h + r * d.dil_h) * t.iw * kTileC + cl;
+      if (slide) {
+        float xw[kS][2];
 #pragma unroll
-          for (int sx = 0; sx < kS - 1; ++sx)
-            if (sx < d.s - 1) load_vec_f32<T, 2>(xp + sx * kTileC, xw[sx]);
-          for (int qx = 0; qx < tq_eff; ++qx) {
-            float g2[2];
-            load_vec_f32<T, 2>(gp + qx * kTileC, g2);
-            // the window's last value: column qx + S - 1
+        for (int sx = 0; sx < kS - 1; ++sx) load_vec_f32<T, 2>(xp + sx * kTileC, xw[sx]);
+        for (int qx = 0; qx < tq_eff; ++qx) {
+          float g2[2];
+          load_vec_f32<T, 2>(gp + qx * kTileC, g2);
+          load_vec_f32<T, 2>(xp + (qx + kS - 1) * kTileC, xw[kS - 1]);
 #pragma unroll
-            for (int sx = 0; sx < kS; ++sx)
-              if (sx == d.s - 1) load_vec_f32<T, 2>(xp + (qx + sx) * kTileC, xw[sx]);
-#pragma unroll
-            for (int sx = 0; sx < kS; ++sx)
-              if (sx < d.s) {
-                acc[sx][0] = fmaf(g2[0], xw[sx][0], acc[sx][0]);
-                acc[sx][1] = fmaf(g2[1], xw[sx][1], acc[sx][1]);
-              }
-#pragma unroll
-            for (int sx = 0; sx < kS - 1; ++sx) xw[sx][0] = xw[sx + 1][0], xw[sx][1] = xw[sx + 1][1];
+          for (int sx = 0; sx < kS; ++sx) {
+            acc[sx][0] = fmaf(g2[0], xw[sx][0], acc[sx][0]);
+            acc[sx][1] = fmaf(g2[1], xw[sx][1], acc[sx][1]);
           }
-        } else {
-          const int xstep = d.stride_w * kTileC, dstep = d.dil_w * kTileC;
-          for (int qx = 0; qx < tq_eff; ++qx) {
-            float g2[2];
-            load_vec_f32<T, 2>(gp + qx * kTileC, g2);
 #pragma unroll
-            for (int sx = 0; sx < kS; ++sx)
-              if (sx < d.s) {
-                float x2[2];
-                load_vec_f32<T, 2>(xp + qx * xstep + sx * dstep, x2);
-                acc[sx][0] = fmaf(g2[0], x2[0], acc[sx][0]);
-                acc[sx][1] = fmaf(g2[1], x2[1], acc[sx][1]);
-              }
+          for (int sx = 0; sx < kS - 1; ++sx) xw[sx][0] = xw[sx + 1][0], xw[sx][1] = xw[sx + 1][1];
+        }
+      } else {
+        const int xstep = d.stride_w * kTileC, dstep = d.dil_w * kTileC;
+        for (int qx = 0; qx < tq_eff; ++qx) {
+          float g2[2];
+          load_vec_f32<T, 2>(gp + qx * kTileC, g2);
+#pragma unroll
+          for (int sx = 0; sx < kS; ++sx) {
+            float x2[2];
+            load_vec_f32<T, 2>(xp + qx * xstep + sx * dstep, x2);
+            acc[sx][0] = fmaf(g2[0], x2[0], acc[sx][0]);
+            acc[sx][1] = fmaf(g2[1], x2[1], acc[sx][1]);
           }
         }
       }
@@ -485,20 +479,18 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   // The J groups of each filter row add their sums in group order (fixed), then write the slice's partials.
   __syncthreads();
-  float* s_red = reinterpret_cast<float*>(tile_smem);  // [slot][S][64] fp32, over the staged tiles
-  if (slot < R * J)
+  float* s_red = reinterpret_cast<float*>(tile_smem);  // [slot][kS][64] fp32, over the staged tiles
 #pragma unroll
-    for (int sx = 0; sx < kS; ++sx)
-      if (sx < d.s) {
-        s_red[(slot * d.s + sx) * kTileC + cl] = acc[sx][0];
-        s_red[(slot * d.s + sx) * kTileC + cl + 1] = acc[sx][1];
-      }
+  for (int sx = 0; sx < kS; ++sx) {
+    s_red[(slot * kS + sx) * kTileC + cl] = acc[sx][0];
+    s_red[(slot * kS + sx) * kTileC + cl + 1] = acc[sx][1];
+  }
   __syncthreads();
-  for (int i = tid; i < R * d.s * kTileC; i += kTileThreads) {
-    const int c = i % kTileC, rs = i / kTileC, r = rs / d.s, sx = rs - r * d.s, k = c0 + c;
+  for (int i = tid; i < R * kS * kTileC; i += nthreads) {
+    const int c = i % kTileC, rs = i / kTileC, r = rs / kS, k = c0 + c;
     float v = 0.0f;
-    for (int j = 0; j < J; ++j) v += s_red[((j * R + r) * d.s + sx) * kTileC + c];
-    if (k < d.k) partial[(int64_t(blockIdx.x) * d.k + k) * RS + rs] = v;
+    for (int j = 0; j < J; ++j) v += s_red[((j * R + r) * kS + rs - r * kS) * kTileC + c];
+    if (k < d.k) partial[(int64_t(blockIdx.x) * d.k + k) * (R * kS) + rs] = v;
   }
 }
 
@@ -543,6 +535,23 @@ BwdPlan plan_dgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) 
   return t;
 }
 
+// The tile kernel for S (3, 5 or 7), and how many of its blocks an SM holds at this block size and staging.
+template <typename T>
+auto tile_kernel(int s) {
+  return s == 3 ? depthwise_wgrad_tile_kernel<T, 3> : s == 5 ? depthwise_wgrad_tile_kernel<T, 5>
+                                                             : depthwise_wgrad_tile_kernel<T, 7>;
+}
+
+int tile_blocks_per_sm(DType dt, int s, int threads, int64_t smem) {
+  const void* k = dt == DType::f32   ? reinterpret_cast<const void*>(tile_kernel<float>(s))
+                  : dt == DType::f16 ? reinterpret_cast<const void*>(tile_kernel<__half>(s))
+                                     : reinterpret_cast<const void*>(tile_kernel<__nv_bfloat16>(s));
+  if (smem > 48 * 1024) opt_in_dynamic_smem(k, kTileSmem);
+  int n = 0;
+  CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, size_t(smem)));
+  return std::max(n, 1);
+}
+
 BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) {
   BwdPlan t;
   const bool nhwc = cfg.layout == Layout::nhwc;
@@ -555,36 +564,48 @@ BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) 
     const int64_t blocks = (vectors + 31) / 32;
     t.lanes = int((vectors + blocks - 1) / blocks);
   }
-  if (nhwc && pb.k_per_group() == 1 && pb.r <= kTaps && pb.s <= kTileS) {
-    // The tile kernel: tq = Q up to 64 columns; tp the most rows (up to 9) whose staged tiles fit 72 KB (3
-    // blocks of 288 threads an SM), a multiple of the 9 / R thread groups a filter row has where one fits
-    // (else some groups idle); one slice per block over a grid of ~4 blocks an SM.
+  if (nhwc && pb.k_per_group() == 1 && pb.r <= kTaps && (pb.s == 3 || pb.s == 5 || pb.s == 7)) {
+    // The tile kernel. Tile shape: the (tp, tq) whose staged tiles fit 72 KB and whose estimated time is
+    // least: the tiles a block walks (one wave of the blocks an SM holds at that staging size) times the
+    // per-thread instructions of a tile: staging ~6 a 16-byte chunk (the halo makes small tiles dear), the
+    // row walks ceil(tp / J) rows a thread of (S - 1) x 4 to start the window and ~(6 + 3S) a pixel step
+    // (4 + 4S off stride 1), ~200 a tile. Slices: that wave, by the occupancy calculator.
     WgTile& w = t.tile;
-    const int64_t es = dtype_size(cfg.dtype), groups = kTaps / pb.r;
-    auto size_for = [&](int tp) {
-      const int64_t ih = (tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1;
-      const int64_t iw = (w.tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1;
-      return (int64_t(tp) * w.tq + ih * iw) * kTileC * es;
-    };
-    w.tq = int(std::min<int64_t>(pb.q(), 64));
-    int best = 0;
-    for (int tp = int(std::min<int64_t>(pb.p(), 9)); tp >= 1 && best == 0; --tp)
-      if (tp % groups == 0 && size_for(tp) <= kTileSmem) best = tp;
-    for (int tp = int(std::min<int64_t>(pb.p(), 9)); tp >= 1 && best == 0; --tp)
-      if (size_for(tp) <= kTileSmem) best = tp;
-    w.tp = best;
+    const int64_t es = dtype_size(cfg.dtype), J = std::max<int64_t>(1, kTaps / pb.r);
+    w.threads = int(32 * pb.r * J);
+    auto rows_in = [&](int64_t tp) { return (tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1; };
+    auto cols_in = [&](int64_t tq) { return (tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1; };
+    const bool slide = pb.stride_w == 1 && pb.dilation_w == 1;
+    const double step = slide ? 6.0 + 3.0 * pb.s : 4.0 + 4.0 * pb.s;
+    const int64_t sms = sm_count_of_current_device(), cblocks = (pb.k + kTileC - 1) / kTileC;
+    const int64_t sm_smem = smem_per_sm_of_current_device();
+    double best = 0.0;
+    for (int64_t tq = 1; tq <= std::min<int64_t>(pb.q(), 64); ++tq)
+      for (int64_t tp = 1; tp <= std::min<int64_t>(pb.p(), 64); ++tp) {
+        const int64_t staged = tp * tq + rows_in(tp) * cols_in(tq), bytes = staged * kTileC * es;
+        if (bytes > kTileSmem) break;
+        const int64_t tiles = pb.n * ((pb.p() + tp - 1) / tp) * ((pb.q() + tq - 1) / tq);
+        // blocks an SM holds: shared memory (1 KB reserved a block), threads, ~56 registers a thread
+        const int64_t per_sm = std::max<int64_t>(
+            1, std::min({sm_smem / (bytes + 1024), int64_t(2048 / w.threads), int64_t(65536 / (w.threads * 56))}));
+        const int64_t slots = std::max<int64_t>(1, per_sm * sms / cblocks);
+        const double tile = 6.0 * double(staged * (kTileC * es / 16)) / w.threads +
+                            double((tp + J - 1) / J) * (4.0 * (pb.s - 1) + step * double(tq)) + 200.0;
+        const double cost = double((tiles + slots - 1) / slots) * tile;
+        if (best == 0.0 || cost < best) best = cost, w.tp = int(tp), w.tq = int(tq);
+      }
     if (w.tp >= 1) {
-      w.ih = int((w.tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1);
-      w.iw = int((w.tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1);
-      w.smem = size_for(w.tp);
-      // the closing reduction reuses the staging area: [9 groups][S][64] fp32
-      w.smem = std::max<int64_t>(w.smem, int64_t(kTaps) * pb.s * kTileC * 4);
+      w.ih = int(rows_in(w.tp));
+      w.iw = int(cols_in(w.tq));
+      // the closing reduction reuses the staging area: [R x J groups][S][64] fp32
+      w.smem = std::max<int64_t>((int64_t(w.tp) * w.tq + int64_t(w.ih) * w.iw) * kTileC * es,
+                                 int64_t(w.threads / 32) * pb.s * kTileC * 4);
       w.tiles_p = int((pb.p() + w.tp - 1) / w.tp);
       w.tiles_q = int((pb.q() + w.tq - 1) / w.tq);
-      const int64_t cblocks = (pb.k + kTileC - 1) / kTileC, tiles = pb.n * w.tiles_p * w.tiles_q;
+      const int64_t tiles = pb.n * w.tiles_p * w.tiles_q;
+      const int64_t resident = int64_t(tile_blocks_per_sm(cfg.dtype, int(pb.s), w.threads, w.smem)) * sms;
       t.cblocks = cblocks;
-      t.slices = std::max<int64_t>(1, std::min<int64_t>(tiles, (4 * int64_t(sm_count_of_current_device()) +
-                                                                cblocks - 1) / cblocks));
+      t.slices = std::max<int64_t>(1, std::min<int64_t>(tiles, resident / cblocks));
       t.vec = int(16 / es);
       return t;
     }
@@ -645,10 +666,9 @@ void wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, const T* x, const T* 
   } else if (t.tile.smem > 0) {
     const bool vec16 = aligned16(x) && aligned16(gz) && pb.c % (16 / int64_t(sizeof(T))) == 0;
     const dim3 tgrid(unsigned(t.slices), unsigned(t.cblocks));
-    auto kernel = pb.s <= 3 ? depthwise_wgrad_tile_kernel<T, 3>
-                  : pb.s <= 5 ? depthwise_wgrad_tile_kernel<T, 5> : depthwise_wgrad_tile_kernel<T, 8>;
+    auto kernel = tile_kernel<T>(int(pb.s));
     if (t.tile.smem > 48 * 1024) opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kTileSmem);
-    kernel<<<tgrid, kTileThreads, t.tile.smem, st>>>(d, t.tile, vec16, x, gz, partial);
+    kernel<<<tgrid, unsigned(t.tile.threads), t.tile.smem, st>>>(d, t.tile, vec16, x, gz, partial);
     CK_LAUNCH("depthwise_wgrad_tile_kernel");
   } else {
     if (t.vec > 1)
