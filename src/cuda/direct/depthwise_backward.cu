@@ -40,7 +40,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "convkit/status.hpp"
 #include "core/backward.hpp"
@@ -552,7 +554,7 @@ int tile_blocks_per_sm(DType dt, int s, int threads, int64_t smem) {
   return std::max(n, 1);
 }
 
-BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) {
+BwdPlan choose_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) {
   BwdPlan t;
   const bool nhwc = cfg.layout == Layout::nhwc;
   if (nhwc) {
@@ -629,6 +631,27 @@ BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) 
   t.slices = std::min(want, most);
   t.pix_per_slice = std::max<int64_t>(1, (items + t.slices - 1) / t.slices);
   t.slices = std::max<int64_t>(1, (items + t.pix_per_slice - 1) / t.pix_per_slice);
+  return t;
+}
+
+// choose_wgrad's answer, remembered per device and request: the tile search and the occupancy query cost
+// tens of microseconds of host time, and one weight gradient asks for its plan several times (workspace,
+// launch, dispatch log). Bounded: cleared past 4096 entries.
+BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) {
+  int dev = 0;
+  CK_CUDA(cudaGetDevice(&dev));
+  const std::string key = pb.to_string() + '|' + to_string(cfg.dtype) + '|' + to_string(cfg.layout) +
+                          (vec_ok ? "|v|" : "|s|") + std::to_string(dev);
+  static std::mutex mu;
+  static std::unordered_map<std::string, BwdPlan> memo;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+  }
+  const BwdPlan t = choose_wgrad(pb, cfg, vec_ok);
+  std::lock_guard<std::mutex> lock(mu);
+  if (memo.size() >= 4096) memo.clear();
+  memo.emplace(key, t);
   return t;
 }
 
