@@ -21,20 +21,22 @@
 //     threads are lanes along the channels (vectors of kWgradVec, the vectors split evenly over the blocks)
 //     x rows, each walking output rows (or column segments of them) along q with its tap pointers advanced by stride*C
 //     and kTaps x kVec sums in registers; a fixed-shape tree in shared memory adds the rows, tap by tap.
-//   depthwise_wgrad_tile_kernel (NHWC, multiplier 1, R <= 9, S <= 8; NOT YET RUN ON A GPU): a block walks
-//     output tiles of 64 channels, staging each tile's grad_out and input halo once in shared memory; a
-//     thread = (channel pair, filter row, tile-row phase) with a register window of the row's S inputs along
-//     q (stride 1: one new load a pixel for S FMA pairs); one slice per block. Estimate for
-//     mbv2_dw3x3_144_56: ~2e7 warp instructions, 20-40 us (cuDNN 47, the rows kernel 144-203).
+//   depthwise_wgrad_tile_kernel (NHWC, multiplier 1, R <= 9, S of 3, 5 or 7; the rows kernel takes the rest):
+//     a block walks output tiles (tp x tq pixels of one image, 64 channels), staging each tile's grad_out and
+//     input halo once in shared memory; a thread = (channel pair, filter row, tile-row phase) with a register
+//     window of the row's S inputs along q (stride 1: one new load a pixel for S FMA pairs); the tile shape
+//     from an instruction estimate, one wave of blocks (the occupancy calculator), each walking its tiles.
 //   depthwise_wgrad_nchw_kernel: a block = (pixel slice, one channel, tap chunk); consecutive threads take
 //     consecutive pixels, the same tree adds them.
 //   depthwise_wgrad_reduce_kernel: 8 threads per (channel, tap) add the slices in a fixed interleave, then
 //     the 8 sums in order.
-// The slice count aims at ~4 blocks per SM, so the bits depend on the problem and the device's SM count.
-// nvcc -Xptxas -v (sm_90): dgrad 32-48 registers, wgrad rows 79-119 (2 blocks an SM), nchw 47-48, reduce 32.
-// measured (H200, 2026-12-01, batch 32, docs/perf.md): bf16 NHWC dgrad mbv2_dw3x3s2_144_56 0.0635 ms (0.80x
-// cuDNN), wgrad mbv2_dw3x3_144_56 0.2025 ms (0.23x), cnxt 7x7 96@56 0.522 (0.16x); f32 NCHW wgrad cnxt 7x7
-// 96@56 0.682 ms (0.96x).
+// The slice count aims at ~4 blocks per SM (the tile kernel: the blocks an SM holds), so the bits depend on the
+// problem and the device's SM count.
+// nvcc -Xptxas -v (sm_90): dgrad 32-48 registers, wgrad tile 47-65, rows 79-119 (2 blocks an SM), nchw 47-48,
+// reduce 32.
+// measured (H200, 2026-12-02, batch 32, docs/perf.md): bf16 NHWC dgrad mbv2_dw3x3s2_144_56 0.0642 ms (0.80x
+// cuDNN), wgrad mbv2_dw3x3_144_56 0.0679 ms (0.69x; ncu: 59 us of tile kernel + 5 us of reduction), cnxt 7x7
+// 96@56 0.111 (0.75x); f32 NCHW wgrad cnxt 7x7 96@56 0.682 ms (0.96x, 2026-12-01).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
