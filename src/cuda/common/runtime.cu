@@ -51,17 +51,29 @@ void opt_in_dynamic_smem(const void* kernel, int64_t bytes) {
 
 bool cuda_built() { return true; }
 
-int sm_count_of_current_device() {
-  static std::array<std::atomic<int>, 64> cache{};  // 0 = not asked yet
+namespace {
+// One attribute of the current device, asked once a device (0 = not asked yet).
+int cached_attribute(std::array<std::atomic<int>, 64>& cache, cudaDeviceAttr attr) {
   int dev = 0;
   CK_CUDA(cudaGetDevice(&dev));
   if (dev < 0 || dev >= int(cache.size())) dev = 0;
   int n = cache[size_t(dev)].load(std::memory_order_relaxed);
   if (n == 0) {
-    CK_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    CK_CUDA(cudaDeviceGetAttribute(&n, attr, dev));
     cache[size_t(dev)].store(n, std::memory_order_relaxed);
   }
   return n;
+}
+}  // namespace
+
+int sm_count_of_current_device() {
+  static std::array<std::atomic<int>, 64> cache{};
+  return cached_attribute(cache, cudaDevAttrMultiProcessorCount);
+}
+
+int64_t smem_per_sm_of_current_device() {
+  static std::array<std::atomic<int>, 64> cache{};
+  return cached_attribute(cache, cudaDevAttrMaxSharedMemoryPerMultiprocessor);
 }
 
 bool cuda_present() {

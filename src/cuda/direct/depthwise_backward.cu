@@ -21,21 +21,30 @@
 //     threads are lanes along the channels (vectors of kWgradVec, the vectors split evenly over the blocks)
 //     x rows, each walking output rows (or column segments of them) along q with its tap pointers advanced by stride*C
 //     and kTaps x kVec sums in registers; a fixed-shape tree in shared memory adds the rows, tap by tap.
+//   depthwise_wgrad_tile_kernel (NHWC, multiplier 1, R <= 9, S of 3, 5 or 7; the rows kernel takes the rest):
+//     a block walks output tiles (tp x tq pixels of one image, 64 channels), staging each tile's grad_out and
+//     input halo once in shared memory; a thread = (channel pair, filter row, tile-row phase) with a register
+//     window of the row's S inputs along q (stride 1: one new load a pixel for S FMA pairs); the tile shape
+//     from an instruction estimate, one wave of blocks (the occupancy calculator), each walking its tiles.
 //   depthwise_wgrad_nchw_kernel: a block = (pixel slice, one channel, tap chunk); consecutive threads take
 //     consecutive pixels, the same tree adds them.
 //   depthwise_wgrad_reduce_kernel: 8 threads per (channel, tap) add the slices in a fixed interleave, then
 //     the 8 sums in order.
-// The slice count aims at ~4 blocks per SM, so the bits depend on the problem and the device's SM count.
-// nvcc -Xptxas -v (sm_90): dgrad 32-48 registers, wgrad rows 79-119 (2 blocks an SM), nchw 47-48, reduce 32.
-// measured (H200, 2026-12-01, batch 32, docs/perf.md): bf16 NHWC dgrad mbv2_dw3x3s2_144_56 0.0635 ms (0.80x
-// cuDNN), wgrad mbv2_dw3x3_144_56 0.2025 ms (0.23x), cnxt 7x7 96@56 0.522 (0.16x); f32 NCHW wgrad cnxt 7x7
-// 96@56 0.682 ms (0.96x).
+// The slice count aims at ~4 blocks per SM (the tile kernel: the blocks an SM holds), so the bits depend on the
+// problem and the device's SM count.
+// nvcc -Xptxas -v (sm_90): dgrad 32-48 registers, wgrad tile 47-65, rows 79-119 (2 blocks an SM), nchw 47-48,
+// reduce 32.
+// measured (H200, 2026-12-02, batch 32, docs/perf.md): bf16 NHWC dgrad mbv2_dw3x3s2_144_56 0.0642 ms (0.80x
+// cuDNN), wgrad mbv2_dw3x3_144_56 0.0679 ms (0.69x; ncu: 59 us of tile kernel + 5 us of reduction), cnxt 7x7
+// 96@56 0.111 (0.75x); f32 NCHW wgrad cnxt 7x7 96@56 0.682 ms (0.96x, 2026-12-01).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <climits>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "convkit/status.hpp"
 #include "core/backward.hpp"
@@ -52,6 +61,16 @@ constexpr int kThreads = 256;
 constexpr int kTaps = 9;                // taps per weight-gradient pass (a 3x3 filter in one)
 constexpr int kWgradVec = 4;            // channels per weight-gradient thread (NHWC, M = 1)
 constexpr int64_t kSmemLimit = 48 * 1024;
+constexpr int kTileC = 64;                // weight gradient, tile kernel: channels a block (32 pairs)
+constexpr int kTileThreads = 32 * kTaps;  // 32 channel pairs x 9 groups (filter row, tile-row phase)
+constexpr int64_t kTileSmem = 72 * 1024;  // the tile kernel's staged tiles (opted in above 48 KB)
+
+// The tile kernel's output tile and staged input (tp x tq outputs of one image, ih x iw inputs).
+struct WgTile {
+  int tp = 0, tq = 0, ih = 0, iw = 0, tiles_p = 1, tiles_q = 1;
+  int threads = 0;   // 32 x R x max(1, 9 / R)
+  int64_t smem = 0;  // 0: the tile kernel does not apply
+};
 
 // The host's choice for one launch.
 struct BwdPlan {
@@ -62,6 +81,7 @@ struct BwdPlan {
   int64_t slices = 1, pix_per_slice = 0;  // wgrad
   int64_t cblocks = 1, tchunks = 1;       // wgrad
   int segs = 1;                           // wgrad, NHWC: column segments a row
+  WgTile tile;                            // wgrad, NHWC, multiplier 1: the tile kernel's plan (smem > 0)
 };
 
 int elem_vec(DType t) { return t == DType::f32 ? 4 : 8; }
@@ -354,6 +374,130 @@ __global__ void __launch_bounds__(kThreads, 2)  // 2 blocks an SM; 3 (<= 80 regi
   }
 }
 
+// NHWC, multiplier 1, R <= 9 and S = kS (3, 5 or 7): a block walks output tiles (tp x tq pixels of one image)
+// of 64 channels, tile = blockIdx.x, += gridDim.x; for each it stages the tile's grad_out and the input it
+// reaches (halo, zeros outside the image) once in shared memory in the tensor's dtype. A thread = (channel
+// pair, group g of R x J, J = max(1, 9 / R)): filter row r = g % R over the tile rows g / R, + J, ..., with a
+// window of the row's kS input values along q. Its kS x 2 sums stay in registers over all its tiles; at the
+// end the J groups of each filter row add theirs in a fixed order: the block's slice partials.
+// NOTE: with S a runtime bound (kS = 8 for S = 7, `if (sx == d.s - 1)` picking the window's new value) the
+// window lived on the stack (24-64 bytes of local memory) and the kernel ran 1.1-1.7x slower than the rows
+// kernel on the stride-1 layers (H200, 2026-12-02); S is exact here.
+template <typename T, int kS>
+__global__ void __launch_bounds__(kTileThreads)
+    depthwise_wgrad_tile_kernel(ConvDims d, WgTile t, bool vec16, const T* __restrict__ x, const T* __restrict__ gz,
+                                float* __restrict__ partial) {
+  extern __shared__ __align__(16) unsigned char tile_smem[];
+  constexpr int kE = int(16 / sizeof(T)), kChunks = kTileC / kE;
+  T* s_g = reinterpret_cast<T*>(tile_smem);  // [tp * tq][64]
+  T* s_x = s_g + t.tp * t.tq * kTileC;        // [ih * iw][64]
+  const int tid = threadIdx.x, nthreads = blockDim.x, pair = tid % 32, slot = tid / 32, cl = 2 * pair;
+  const int c0 = blockIdx.y * kTileC, R = d.r, J = nthreads / (32 * R);
+  const bool slide = d.stride_w == 1 && d.dil_w == 1;
+  const int64_t tiles = int64_t(d.n) * t.tiles_p * t.tiles_q;
+  float acc[kS][2];  // the sums of (pair, filter row r, column s)
+#pragma unroll
+  for (int j = 0; j < kS; ++j) acc[j][0] = acc[j][1] = 0.0f;
+
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int tq_i = int(tile % t.tiles_q);
+    const int tp_i = int((tile / t.tiles_q) % t.tiles_p);
+    const int64_t n = tile / (int64_t(t.tiles_q) * t.tiles_p);
+    const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
+    const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
+    __syncthreads();  // the previous tile's reads are done
+    for (int u = tid; u < t.tp * t.tq * kChunks; u += nthreads) {
+      const int ch = u % kChunks, pix = u / kChunks, py = pix / t.tq, p = p0 + py, q = q0 + pix - py * t.tq;
+      const int c = c0 + ch * kE;
+      Vec<T, kE> v;
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v.v[e] = float_to_elem<T>(0.0f);
+      if (p < d.p && q < d.q) {
+        const T* g = gz + ((n * d.p + p) * d.q + q) * d.k + c;
+        if (vec16 && c + kE <= d.k) {
+          v = *reinterpret_cast<const Vec<T, kE>*>(g);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kE; ++e)
+            if (c + e < d.k) v.v[e] = g[e];
+        }
+      }
+      *reinterpret_cast<Vec<T, kE>*>(s_g + pix * kTileC + ch * kE) = v;
+    }
+    for (int u = tid; u < t.ih * t.iw * kChunks; u += nthreads) {
+      const int ch = u % kChunks, pix = u / kChunks, y = pix / t.iw, h = h0 + y, w = w0 + pix - y * t.iw;
+      const int c = c0 + ch * kE;
+      Vec<T, kE> v;
+#pragma unroll
+      for (int e = 0; e < kE; ++e) v.v[e] = float_to_elem<T>(0.0f);
+      if (h >= 0 && h < d.h && w >= 0 && w < d.w) {
+        const T* g = x + ((n * d.h + h) * d.w + w) * d.c + c;
+        if (vec16 && c + kE <= d.c) {
+          v = *reinterpret_cast<const Vec<T, kE>*>(g);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kE; ++e)
+            if (c + e < d.c) v.v[e] = g[e];
+        }
+      }
+      *reinterpret_cast<Vec<T, kE>*>(s_x + pix * kTileC + ch * kE) = v;
+    }
+    __syncthreads();
+    // group g = slot: filter row r = g % R, tile rows py = g / R, + J, ...; along q a window of the row's kS
+    // input values: at stride 1 and dilation 1 the next pixel reuses kS - 1 of them (one new load).
+    const int r = slot % R, tp_eff = min(t.tp, d.p - p0), tq_eff = min(t.tq, d.q - q0);
+    for (int py = slot / R; py < tp_eff; py += J) {
+      const T* gp = s_g + py * t.tq * kTileC + cl;
+      const T* xp = s_x + (py * d.stride_h + r * d.dil_h) * t.iw * kTileC + cl;
+      if (slide) {
+        float xw[kS][2];
+#pragma unroll
+        for (int sx = 0; sx < kS - 1; ++sx) load_vec_f32<T, 2>(xp + sx * kTileC, xw[sx]);
+        for (int qx = 0; qx < tq_eff; ++qx) {
+          float g2[2];
+          load_vec_f32<T, 2>(gp + qx * kTileC, g2);
+          load_vec_f32<T, 2>(xp + (qx + kS - 1) * kTileC, xw[kS - 1]);
+#pragma unroll
+          for (int sx = 0; sx < kS; ++sx) {
+            acc[sx][0] = fmaf(g2[0], xw[sx][0], acc[sx][0]);
+            acc[sx][1] = fmaf(g2[1], xw[sx][1], acc[sx][1]);
+          }
+#pragma unroll
+          for (int sx = 0; sx < kS - 1; ++sx) xw[sx][0] = xw[sx + 1][0], xw[sx][1] = xw[sx + 1][1];
+        }
+      } else {
+        const int xstep = d.stride_w * kTileC, dstep = d.dil_w * kTileC;
+        for (int qx = 0; qx < tq_eff; ++qx) {
+          float g2[2];
+          load_vec_f32<T, 2>(gp + qx * kTileC, g2);
+#pragma unroll
+          for (int sx = 0; sx < kS; ++sx) {
+            float x2[2];
+            load_vec_f32<T, 2>(xp + qx * xstep + sx * dstep, x2);
+            acc[sx][0] = fmaf(g2[0], x2[0], acc[sx][0]);
+            acc[sx][1] = fmaf(g2[1], x2[1], acc[sx][1]);
+          }
+        }
+      }
+    }
+  }
+  // The J groups of each filter row add their sums in group order (fixed), then write the slice's partials.
+  __syncthreads();
+  float* s_red = reinterpret_cast<float*>(tile_smem);  // [slot][kS][64] fp32, over the staged tiles
+#pragma unroll
+  for (int sx = 0; sx < kS; ++sx) {
+    s_red[(slot * kS + sx) * kTileC + cl] = acc[sx][0];
+    s_red[(slot * kS + sx) * kTileC + cl + 1] = acc[sx][1];
+  }
+  __syncthreads();
+  for (int i = tid; i < R * kS * kTileC; i += nthreads) {
+    const int c = i % kTileC, rs = i / kTileC, r = rs / kS, k = c0 + c;
+    float v = 0.0f;
+    for (int j = 0; j < J; ++j) v += s_red[((j * R + r) * kS + rs - r * kS) * kTileC + c];
+    if (k < d.k) partial[(int64_t(blockIdx.x) * d.k + k) * (R * kS) + rs] = v;
+  }
+}
+
 // gw[k, tap] = the slices' partial sums added in a fixed order, rounded once: a block = 32 consecutive
 // (k, tap) x 8 threads each, thread g adding slices g, g + 8, ... in order, then the 8 sums in order.
 // NOTE: one thread per (k, tap) walking every slice serially ran 6 blocks for 1296 outputs: 31 us (ncu).
@@ -395,7 +539,24 @@ BwdPlan plan_dgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) 
   return t;
 }
 
-BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) {
+// The tile kernel for S (3, 5 or 7), and how many of its blocks an SM holds at this block size and staging.
+template <typename T>
+auto tile_kernel(int s) {
+  return s == 3 ? depthwise_wgrad_tile_kernel<T, 3> : s == 5 ? depthwise_wgrad_tile_kernel<T, 5>
+                                                             : depthwise_wgrad_tile_kernel<T, 7>;
+}
+
+int tile_blocks_per_sm(DType dt, int s, int threads, int64_t smem) {
+  const void* k = dt == DType::f32   ? reinterpret_cast<const void*>(tile_kernel<float>(s))
+                  : dt == DType::f16 ? reinterpret_cast<const void*>(tile_kernel<__half>(s))
+                                     : reinterpret_cast<const void*>(tile_kernel<__nv_bfloat16>(s));
+  if (smem > 48 * 1024) opt_in_dynamic_smem(k, kTileSmem);
+  int n = 0;
+  CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, size_t(smem)));
+  return std::max(n, 1);
+}
+
+BwdPlan choose_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) {
   BwdPlan t;
   const bool nhwc = cfg.layout == Layout::nhwc;
   if (nhwc) {
@@ -406,6 +567,53 @@ BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) 
     const int64_t vectors = (pb.k + t.vec - 1) / t.vec;
     const int64_t blocks = (vectors + 31) / 32;
     t.lanes = int((vectors + blocks - 1) / blocks);
+  }
+  if (nhwc && pb.k_per_group() == 1 && pb.r <= kTaps && (pb.s == 3 || pb.s == 5 || pb.s == 7)) {
+    // The tile kernel. Tile shape: the (tp, tq) whose staged tiles fit 72 KB and whose estimated time is
+    // least: the tiles a block walks (one wave of the blocks an SM holds at that staging size) times the
+    // per-thread instructions of a tile: staging ~6 a 16-byte chunk (the halo makes small tiles dear), the
+    // row walks ceil(tp / J) rows a thread of (S - 1) x 4 to start the window and ~(6 + 3S) a pixel step
+    // (4 + 4S off stride 1), ~200 a tile. Slices: that wave, by the occupancy calculator.
+    WgTile& w = t.tile;
+    const int64_t es = dtype_size(cfg.dtype), J = std::max<int64_t>(1, kTaps / pb.r);
+    w.threads = int(32 * pb.r * J);
+    auto rows_in = [&](int64_t tp) { return (tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1; };
+    auto cols_in = [&](int64_t tq) { return (tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1; };
+    const bool slide = pb.stride_w == 1 && pb.dilation_w == 1;
+    const double step = slide ? 6.0 + 3.0 * pb.s : 4.0 + 4.0 * pb.s;
+    const int64_t sms = sm_count_of_current_device(), cblocks = (pb.k + kTileC - 1) / kTileC;
+    const int64_t sm_smem = smem_per_sm_of_current_device();
+    double best = 0.0;
+    for (int64_t tq = 1; tq <= std::min<int64_t>(pb.q(), 64); ++tq)
+      for (int64_t tp = 1; tp <= std::min<int64_t>(pb.p(), 64); ++tp) {
+        const int64_t staged = tp * tq + rows_in(tp) * cols_in(tq), bytes = staged * kTileC * es;
+        if (bytes > kTileSmem) break;
+        const int64_t tiles = pb.n * ((pb.p() + tp - 1) / tp) * ((pb.q() + tq - 1) / tq);
+        // blocks an SM holds: shared memory (1 KB reserved a block), threads, ~56 registers a thread
+        const int64_t per_sm = std::max<int64_t>(
+            1, std::min({sm_smem / (bytes + 1024), int64_t(2048 / w.threads), int64_t(65536 / (w.threads * 56))}));
+        const int64_t slots = std::max<int64_t>(1, per_sm * sms / cblocks);
+        const double tile = 6.0 * double(staged * (kTileC * es / 16)) / w.threads +
+                            double((tp + J - 1) / J) * (4.0 * (pb.s - 1) + step * double(tq)) + 200.0;
+        const double cost = double((tiles + slots - 1) / slots) * tile;
+        if (best == 0.0 || cost < best) best = cost, w.tp = int(tp), w.tq = int(tq);
+      }
+    if (w.tp >= 1) {
+      w.ih = int(rows_in(w.tp));
+      w.iw = int(cols_in(w.tq));
+      // the closing reduction reuses the staging area: [R x J groups][S][64] fp32
+      w.smem = std::max<int64_t>((int64_t(w.tp) * w.tq + int64_t(w.ih) * w.iw) * kTileC * es,
+                                 int64_t(w.threads / 32) * pb.s * kTileC * 4);
+      w.tiles_p = int((pb.p() + w.tp - 1) / w.tp);
+      w.tiles_q = int((pb.q() + w.tq - 1) / w.tq);
+      const int64_t tiles = pb.n * w.tiles_p * w.tiles_q;
+      const int64_t resident = int64_t(tile_blocks_per_sm(cfg.dtype, int(pb.s), w.threads, w.smem)) * sms;
+      t.cblocks = cblocks;
+      t.slices = std::max<int64_t>(1, std::min<int64_t>(tiles, resident / cblocks));
+      t.vec = int(16 / es);
+      return t;
+    }
+    w = WgTile{};
   }
   const int64_t kb = int64_t(t.lanes) * t.vec, rows = kThreads / t.lanes;
   t.cblocks = (pb.k + kb - 1) / kb;
@@ -425,6 +633,27 @@ BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) 
   t.slices = std::min(want, most);
   t.pix_per_slice = std::max<int64_t>(1, (items + t.slices - 1) / t.slices);
   t.slices = std::max<int64_t>(1, (items + t.pix_per_slice - 1) / t.pix_per_slice);
+  return t;
+}
+
+// choose_wgrad's answer, remembered per device and request: the tile search and the occupancy query cost
+// tens of microseconds of host time, and one weight gradient asks for its plan several times (workspace,
+// launch, dispatch log). Bounded: cleared past 4096 entries.
+BwdPlan plan_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) {
+  int dev = 0;
+  CK_CUDA(cudaGetDevice(&dev));
+  const std::string key = pb.to_string() + '|' + to_string(cfg.dtype) + '|' + to_string(cfg.layout) +
+                          (vec_ok ? "|v|" : "|s|") + std::to_string(dev);
+  static std::mutex mu;
+  static std::unordered_map<std::string, BwdPlan> memo;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+  }
+  const BwdPlan t = choose_wgrad(pb, cfg, vec_ok);
+  std::lock_guard<std::mutex> lock(mu);
+  if (memo.size() >= 4096) memo.clear();
+  memo.emplace(key, t);
   return t;
 }
 
@@ -459,6 +688,13 @@ void wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, const T* x, const T* 
   if (cfg.layout == Layout::nchw) {
     depthwise_wgrad_nchw_kernel<T><<<grid, kThreads, 0, st>>>(d, t.slices, t.pix_per_slice, inv_pq, x, gz, partial);
     CK_LAUNCH("depthwise_wgrad_nchw_kernel");
+  } else if (t.tile.smem > 0) {
+    const bool vec16 = aligned16(x) && aligned16(gz) && pb.c % (16 / int64_t(sizeof(T))) == 0;
+    const dim3 tgrid(unsigned(t.slices), unsigned(t.cblocks));
+    auto kernel = tile_kernel<T>(int(pb.s));
+    if (t.tile.smem > 48 * 1024) opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kTileSmem);
+    kernel<<<tgrid, unsigned(t.tile.threads), t.tile.smem, st>>>(d, t.tile, vec16, x, gz, partial);
+    CK_LAUNCH("depthwise_wgrad_tile_kernel");
   } else {
     if (t.vec > 1)
       depthwise_wgrad_rows_kernel<T, kV><<<grid, kThreads, 0, st>>>(d, t.lanes, t.slices, t.pix_per_slice, t.segs, x, gz,
@@ -498,8 +734,9 @@ Support cuda_backward_supports(const Conv2dProblem& pb, const ConvConfig& cfg) {
 
 std::string cuda_backward_kernel_name(const Conv2dProblem& pb, const ConvConfig& cfg, bool weight) {
   const BwdPlan t = weight ? plan_wgrad(pb, cfg, true) : plan_dgrad(pb, cfg, true);
-  std::string s = weight ? std::string(cfg.layout == Layout::nhwc ? "depthwise_wgrad_rows_kernel"
-                                                                   : "depthwise_wgrad_nchw_kernel") +
+  std::string s = weight ? std::string(cfg.layout == Layout::nchw ? "depthwise_wgrad_nchw_kernel"
+                                       : t.tile.smem > 0           ? "depthwise_wgrad_tile_kernel"
+                                                                   : "depthwise_wgrad_rows_kernel") +
                                " + depthwise_wgrad_reduce_kernel"
                          : std::string("depthwise_dgrad_kernel");
   s += std::string(" (") + to_string(cfg.layout) + ", " + std::to_string(t.vec) + "-element vectors";

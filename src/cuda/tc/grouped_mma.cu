@@ -17,9 +17,9 @@
 // channels (K = C: the filter keeps each group's width). 8 warps; warp = kWM m16 tiles x kWN n8 tiles of one
 // super-group (kWN = min(super-group width / 8, 4), kWM = 8 / kWN), fp32 accumulators in registers; the
 // epilogue (bias, activation, residual) is applied on the way out.
-// nvcc -Xptxas -v (sm_90): 66-71 registers, no spills; 10-110 KiB of dynamic shared memory a block.
-// measured (H200, 2026-12-01, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0512 ms (0.64x cuDNN,
-// 1.9x cuda_igemm_mma), rnx50_g3x3_1024_7_g32 0.0479 ms (0.27x cuDNN, 0.44x cuda_igemm_mma).
+// nvcc -Xptxas -v (sm_90): 72-73 registers, no spills; 10-110 KiB of dynamic shared memory a block.
+// measured (H200, 2026-12-02, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0447 ms (0.74x cuDNN,
+// 2.2x cuda_igemm_mma), rnx50_g3x3_1024_7_g32 0.0365 ms (0.36x cuDNN, 0.56x cuda_igemm_mma).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
