@@ -2,7 +2,7 @@
 
     python scripts/bench_models.py [--models resnet50,mobilenet_v2] [--dtypes bf16,f32] [--batches 32,1]
                                    [--variants eager,compile,convert,fuse,fuse_compile] [--max-autotune]
-                                   [--json out.json]
+                                   [--profile] [--json out.json]
 
 Models (random init, eval): resnet50, resnext50_32x4d, mobilenet_v2, efficientnet_b0, convnext_tiny.
 bf16 runs channels_last (model and input), f32 runs contiguous NCHW with strict fp32 on both sides (cuDNN's
@@ -17,6 +17,9 @@ TF32 off). Variants:
                 captured torch.cuda.CUDAGraph of convkit.fuse(model)
 Each row: median ms (triton.testing.do_bench, L2 flushed), the speed-up over eager PyTorch, and the output's
 rel L2 against a float64 run of the same model on the same input. Markdown on stdout; --json for machines.
+--profile: each variant once more under torch.profiler: its GPU time per forward (the kernels' sum; well
+under the timed ms means the forward waits on the host), by kernel family (convkit, convkit's layout
+transforms, cuDNN/cuBLAS, BatchNorm, other) and its top kernels, printed after the table.
 """
 import argparse
 import copy
@@ -63,7 +66,32 @@ def make_model(name):
     return m.eval()
 
 
-def run_one(name, dt, batch, variants, max_autotune):
+def profile_forward(fn, runs=5):
+    """GPU ms per forward of fn, by kernel family, and its top kernels (torch.profiler, CUDA activity)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from bench_backward import family
+
+    with torch.no_grad():
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(runs):
+                fn()
+            torch.cuda.synchronize()
+    fam, top = {}, {}
+    for e in prof.key_averages():
+        t = e.device_time_total / 1e3 / runs
+        if t <= 0:
+            continue
+        f = "convkit transform" if "batched_transpose" in e.key else family(e.key)
+        fam[f] = fam.get(f, 0.0) + t
+        top[e.key[:100]] = t
+    return dict(gpu_ms=sum(fam.values()), families=fam, top=sorted(top.items(), key=lambda kv: -kv[1])[:8])
+
+
+def run_one(name, dt, batch, variants, max_autotune, profiled=False):
     dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[dt]
     fmt = torch.channels_last if dt == "bf16" else torch.contiguous_format
     base = make_model(name)
@@ -83,6 +111,8 @@ def run_one(name, dt, batch, variants, max_autotune):
             rows.append({"model": name, "dtype": dt, "batch": batch, "variant": variant, "ms": ms, "rel_l2": err,
                          "note": extra})
             log(f"  {name} {dt} n{batch} {variant}: {ms:.3f} ms, rel L2 {err:.2e} {extra}")
+            if profiled:
+                rows[-1]["profile"] = profile_forward(fn)
         except Exception as e:  # noqa: BLE001  (report and go on: one failing variant is a row, not a crash)
             rows.append({"model": name, "dtype": dt, "batch": batch, "variant": variant, "ms": None,
                          "rel_l2": None, "note": f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"})
@@ -151,6 +181,19 @@ def table(rows):
     return "\n".join(out)
 
 
+def profile_text(rows):
+    out = []
+    for r in rows:
+        pr = r.get("profile")
+        if not pr:
+            continue
+        fams = ", ".join(f"{k} {v:.3f}" for k, v in sorted(pr["families"].items(), key=lambda kv: -kv[1]))
+        out.append(f"\n{r['model']} {r['dtype']} n{r['batch']} {r['variant']}: GPU {pr['gpu_ms']:.3f} ms of "
+                   f"{r['ms']:.3f} timed; by family: {fams}")
+        out += [f"  {v:7.3f}  {k}" for k, v in pr["top"]]
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS))
@@ -158,6 +201,7 @@ def main():
     ap.add_argument("--batches", default="32")
     ap.add_argument("--variants", default="eager,compile,convert,fuse,fuse_compile,graph")
     ap.add_argument("--max-autotune", action="store_true")
+    ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
     if not torch.cuda.is_available():
@@ -171,11 +215,13 @@ def main():
     for name in a.models.split(","):
         for dt in a.dtypes.split(","):
             for b in (int(v) for v in a.batches.split(",")):
-                rows += run_one(name, dt, b, variants, a.max_autotune)
+                rows += run_one(name, dt, b, variants, a.max_autotune, a.profile)
                 if a.json:
                     with open(a.json + ".tmp", "w") as f:
                         json.dump(rows, f, indent=1)
     print(table(rows))
+    if a.profile:
+        print(profile_text(rows))
     if a.json:
         import os
 
