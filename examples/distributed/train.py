@@ -54,13 +54,17 @@ def main():
     model = getattr(torchvision.models, a.model)(weights=None)
     model = convkit.nn.convert(model, memory_format=fmt).to(device=dev, dtype=dtype, memory_format=fmt)
     if a.fsdp:
+        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
+        # The mesh names the device: without one, FSDP2 would move a --device cpu model to the GPU of a
+        # machine that has one.
+        mesh = init_device_mesh(dev.type, (world,))
         for name in ("layer1", "layer2", "layer3", "layer4", "features"):
             sub = getattr(model, name, None)
             if sub is not None:
-                fully_shard(sub)
-        wrapped = fully_shard(model)
+                fully_shard(sub, mesh=mesh)
+        wrapped = fully_shard(model, mesh=mesh)
     else:
         wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local] if cuda else None)
     step_fn = torch.compile(wrapped) if a.compile else wrapped

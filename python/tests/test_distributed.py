@@ -1,7 +1,12 @@
 """convkit layers in PyTorch's distributed training, on the CPU (gloo, 2 processes): DDP and FSDP2
 (torch.distributed.fsdp.fully_shard) gradients of a converted model equal one process's on the whole batch,
-convkit.nn.convert keeps SyncBatchNorm, and checkpoints move between converted and plain models."""
+convkit.nn.convert keeps SyncBatchNorm, checkpoints move between converted and plain models, and
+examples/distributed/train.py runs under torchrun as the README says."""
 import os
+import pathlib
+import re
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -109,3 +114,20 @@ def test_checkpoints_move_between_converted_and_plain_models():
         back.load_state_dict(torch.load(path), strict=True)
     with torch.no_grad():
         torch.testing.assert_close(back(x), plain(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("extra", [["--eval"], ["--fsdp"]], ids=["ddp_eval", "fsdp"])
+def test_the_distributed_example_trains_under_torchrun(extra):
+    """The README's example, shrunk: 2 ranks of a resnet18 on 32x32 images, 3 steps, then the fused eval."""
+    script = pathlib.Path(__file__).resolve().parents[2] / "examples" / "distributed" / "train.py"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(WORLD), str(script),
+           "--device", "cpu", "--model", "resnet18", "--batch", "2", "--image-size", "32", "--steps", "3",
+           "--warmup", "1"] + extra
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    losses = [float(v) for v in re.findall(r"loss (\S+)", r.stdout)]
+    assert len(losses) == 3 and all(v == v and abs(v) < 1e4 for v in losses), r.stdout
+    assert re.search(r"resnet18 (DDP|FSDP2), 2 ranks on cpu: median step [\d.]+ ms, [\d.]+ images/s per rank", r.stdout), r.stdout
+    if "--eval" in extra:
+        assert "eval (convkit.fuse)" in r.stdout and "BatchNorms folded" in r.stdout, r.stdout
