@@ -1,6 +1,6 @@
 // Vectors of an element type for 16-byte (or narrower) global and shared-memory accesses: Vec<T, V>, one
-// loaded and widened to fp32 (load_vec_f32), and the host's alignment test for the pointers a vector kernel
-// is given. Device code only: the .cu files include it.
+// loaded and widened to fp32 (load_vec_f32), a 16-byte cp.async with zero fill, and the host's alignment
+// test for the pointers a vector kernel is given. Device code only: the .cu files include it.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,13 @@ __device__ __forceinline__ void load_vec_f32(const T* p, float (&out)[V]) {
 #pragma unroll
     for (int e = 0; e < V; ++e) out[e] = elem_to_float<T>(v.v[e]);
   }
+}
+
+// 16 bytes from global g to shared s without a register round trip (cp.async, L2 only); zeros instead when
+// pred is false (g is then not read, but must still be a valid address). Complete with cp.async.wait_group.
+__device__ __forceinline__ void cp_async16_zfill(void* s, const void* g, bool pred) {
+  const uint32_t sa = uint32_t(__cvta_generic_to_shared(s));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(pred ? 16 : 0));
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
