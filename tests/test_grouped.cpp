@@ -23,11 +23,13 @@ const char* kGroupedSpecs[] = {
     "n1c1024h7w7k1024r3s3p1g32"};
 
 // Tensor-core shapes (K = C): 2 to 64 channels a group, a partial last 64-channel block, Q past 128 (column
-// tiles), stride 2 and 3, dilation 2, padding past R/2, a 1x1 image.
+// tiles), stride 2 and 3, dilation 2, padding past R/2, a 1x1 image; several whole images a block (outputs of
+// at most 64 pixels), with N not a multiple of the images a block.
 const char* kGroupedMmaSpecs[] = {
     "n2c128h9w9k128r3s3p1g2",        "n1c64h5w150k64r3s3p1g16",      "n2c48h7w7k48r3s3p1u2g6",
     "n1c32h12w12k32r5s5p2d2g4",      "n1c16h6w6k16r3s3p1u3g4",       "n1c64h1w1k64r3s3p1g8",
-    "n1c32h5w5k32r3s3p3g4",          "n2c256h8w8k256r1s1g64"};
+    "n1c32h5w5k32r3s3p3g4",          "n2c256h8w8k256r1s1g64",        "n5c64h7w7k64r3s3p1g8",
+    "n20c32h2w3k32r3s3p1u2g4",       "n3c1024h7w7k1024r3s3p1g32"};
 
 const Algorithm* grouped() { return find_algorithm("cuda_grouped"); }
 const Algorithm* grouped_mma() { return find_algorithm("cuda_grouped_mma"); }
