@@ -118,6 +118,8 @@ def train_rows(model_name, batch, profile=False):
 
 def family(name):
     n = name.lower()
+    if "batched_transpose" in n:
+        return "convkit transform"
     if "convkit" in n or "depthwise" in n or "igemm" in n or "wgmma" in n:
         return "convkit"
     if "cudnn" in n or "xmma" in n or "sm90" in n or "cutlass" in n or "gemm" in n or "conv" in n:

@@ -68,27 +68,12 @@ def make_model(name):
 
 def profile_forward(fn, runs=5):
     """GPU ms per forward of fn, by kernel family, and its top kernels (torch.profiler, CUDA activity)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from bench_backward import family
+    from bench_backward import kernel_families
 
     with torch.no_grad():
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(runs):
-                fn()
-            torch.cuda.synchronize()
-    fam, top = {}, {}
-    for e in prof.key_averages():
-        t = e.device_time_total / 1e3 / runs
-        if t <= 0:
-            continue
-        f = "convkit transform" if "batched_transpose" in e.key else family(e.key)
-        fam[f] = fam.get(f, 0.0) + t
-        top[e.key[:100]] = t
-    return dict(gpu_ms=sum(fam.values()), families=fam, top=sorted(top.items(), key=lambda kv: -kv[1])[:8])
+        r = kernel_families(fn, runs)
+    r["gpu_ms"] = sum(r["families"].values())
+    return r
 
 
 def run_one(name, dt, batch, variants, max_autotune, profiled=False):
@@ -190,7 +175,7 @@ def profile_text(rows):
         fams = ", ".join(f"{k} {v:.3f}" for k, v in sorted(pr["families"].items(), key=lambda kv: -kv[1]))
         out.append(f"\n{r['model']} {r['dtype']} n{r['batch']} {r['variant']}: GPU {pr['gpu_ms']:.3f} ms of "
                    f"{r['ms']:.3f} timed; by family: {fams}")
-        out += [f"  {v:7.3f}  {k}" for k, v in pr["top"]]
+        out += [f"  {v:7.3f}  {k}" for k, v in pr["top"][:8]]
     return "\n".join(out)
 
 
