@@ -19,9 +19,8 @@
 // The register-window kernels (below the general ones) take stride-1 3x3/5x5/7x7 layers: consecutive outputs
 // per thread, so each staged input feeds up to 4*S FMAs from registers. The rows kernel
 // (depthwise_rows.cuh) walks a column strip down the image with its rows in a cp.async ring. Each is a
-// variant ("rows/<threads>/d<depth>", "rows8/<threads>/d1" with 8 outputs a thread a step, "window",
-// "general"); variants_of says which the heuristic takes where (rows8 nowhere yet: by name or the tuner).
-// nvcc -Xptxas -v (sm_90): general 32-78 registers, window 55-64, rows 78-100, rows8 102-128, no spills.
+// variant ("rows/<threads>/d<depth>", "window", "general"); variants_of says which the heuristic takes where.
+// nvcc -Xptxas -v (sm_90): general 32-78 registers, window 55-64, rows 78-100, no spills.
 // measured (H200, 2026-12-01, bf16 NHWC batch 32): mbv2_dw3x3_144_56 0.0398 ms (rows, 0.89x cuDNN's 0.0356),
 // mbv2_dw3x3s2_576_14 0.0109 ms (rows, 1.13x), cnxt 7x7 96@56 0.0735 ms (rows, 1.03x), mbv2_dw3x3_960_7
 // 0.0097 ms (window, 1.06x); f32 NCHW cnxt 7x7 96@56 0.153 ms (window, 2.19x cuDNN).
@@ -597,22 +596,17 @@ bool rows_fits(const Conv2dProblem& pb, Layout layout, int vec) {
 
 struct RowsChoice {
   int threads = kThreadsTarget, depth = 1;
-  int qt = 4;  // consecutive outputs a thread a step: 4, or 8 (the rows8 variants)
 };
 
-std::string rows_name(RowsChoice c) {
-  return (c.qt == 8 ? "rows8/" : "rows/") + std::to_string(c.threads) + "/d" + std::to_string(c.depth);
-}
+std::string rows_name(RowsChoice c) { return "rows/" + std::to_string(c.threads) + "/d" + std::to_string(c.depth); }
 
-// "rows/<threads>/d<depth>" or "rows8/<threads>/d<depth>" -> its choice; false for another name.
+// "rows/<threads>/d<depth>" -> its choice; false for another name.
 bool parse_rows_variant(const std::string& v, RowsChoice& c) {
   int th = 0, dp = 0;
   char tail = 0;
-  const bool eight = v.rfind("rows8/", 0) == 0;
-  if (std::sscanf(v.c_str() + (eight ? 6 : 5), "%d/d%d%c", &th, &dp, &tail) != 2) return false;
-  if (!eight && v.rfind("rows/", 0) != 0) return false;
+  if (std::sscanf(v.c_str(), "rows/%d/d%d%c", &th, &dp, &tail) != 2) return false;
   if ((th != 128 && th != 256) || dp < 1 || dp > 3) return false;
-  c.threads = th, c.depth = dp, c.qt = eight ? 8 : 4;
+  c.threads = th, c.depth = dp;
   return true;
 }
 
@@ -642,16 +636,15 @@ DwRows plan_rows(const Conv2dProblem& pb, int64_t elem, RowsChoice choice = {}) 
   t.lanes = int(std::min<int64_t>(t.lanes, nv));
   int best_m = 1;
   int64_t best_cols = INT64_MAX;
-  const int qt = choice.qt;
   for (int m = 1; m <= (pb.stride_w == 2 ? 4 : 7); ++m) {
-    const int64_t cols = (Q + qt * m - 1) / (qt * m) * (qt * m);
+    const int64_t cols = (Q + 4 * m - 1) / (4 * m) * (4 * m);
     if (cols <= best_cols) best_cols = cols, best_m = m;
   }
   int m = best_m;
   t.rp = int(std::max<int64_t>(1, std::min<int64_t>(P, threads / (t.lanes * m))));
   for (;;) {
     const int kb = t.lanes * 4;
-    t.tq = qt * m;
+    t.tq = 4 * m;
     t.iw = int((t.tq - 1) * pb.stride_w + pb.s);
     t.ih0 = int((t.rp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1);
     t.nslot = int(t.ih0 + t.depth * t.rp * pb.stride_h);
@@ -695,8 +688,7 @@ bool window_takes(const Conv2dProblem& pb, const ConvConfig& cfg) {
 }
 
 // The rows kernel's tile choices in the order variants() lists them.
-constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {128, 2}, {128, 3},
-                                       {256, 1, 8}, {128, 1, 8}};
+constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {128, 2}, {128, 3}};
 
 // The heuristic, from the bf16 and f32 NHWC suites on the H200 (docs/perf.md, 2026-12-01): at stride 2 the
 // rows kernel in blocks of ~128 threads (it beats the general kernel 1.5-2.5x; no window kernel applies); at
@@ -722,7 +714,7 @@ std::vector<std::string> variants_of(const Conv2dProblem& pb, const ConvConfig& 
   std::vector<std::string> v{name_of(first)};
   for (RowsChoice c : kRowsChoices)
     if (rows_take(pb, cfg, c) && (first.kind != DwKernel::rows || first.rows_choice.threads != c.threads ||
-                                  first.rows_choice.depth != c.depth || first.rows_choice.qt != c.qt))
+                                  first.rows_choice.depth != c.depth))
       v.push_back(rows_name(c));
   if (window_takes(pb, cfg) && first.kind != DwKernel::window) v.push_back(kWindow);
   if (first.kind != DwKernel::general) v.push_back(kGeneral);
@@ -752,21 +744,15 @@ DwKernel kernel_for(const ConvCall& call) {
                                            "' does not take this problem (it takes: " + takes + ")");
 }
 
-// The rows kernel for the problem's S (3, 5, 7) and stride along W (1, 2), kQt outputs a thread a step.
-template <typename T, int kQt>
-auto rows_kernel_of(const Conv2dProblem& pb) {
-  const bool s2 = pb.stride_w == 2;
-  return pb.s == 3   ? (s2 ? depthwise_nhwc_rows_kernel<T, 3, 2, kQt> : depthwise_nhwc_rows_kernel<T, 3, 1, kQt>)
-         : pb.s == 5 ? (s2 ? depthwise_nhwc_rows_kernel<T, 5, 2, kQt> : depthwise_nhwc_rows_kernel<T, 5, 1, kQt>)
-                     : (s2 ? depthwise_nhwc_rows_kernel<T, 7, 2, kQt> : depthwise_nhwc_rows_kernel<T, 7, 1, kQt>);
-}
-
 template <typename T>
 void launch_rows(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, RowsChoice choice) {
   const Conv2dProblem& pb = call.problem;
   const DwRows t = plan_rows(pb, int64_t(sizeof(T)), choice);
   const dim3 grid(unsigned(int64_t(pb.n) * t.chunks_p * t.tiles_q), unsigned((pb.k + t.lanes * 4 - 1) / (t.lanes * 4)));
-  auto kernel = choice.qt == 8 ? rows_kernel_of<T, 8>(pb) : rows_kernel_of<T, 4>(pb);
+  const bool s2 = pb.stride_w == 2;
+  auto kernel = pb.s == 3 ? (s2 ? depthwise_nhwc_rows_kernel<T, 3, 2> : depthwise_nhwc_rows_kernel<T, 3, 1>)
+                : pb.s == 5 ? (s2 ? depthwise_nhwc_rows_kernel<T, 5, 2> : depthwise_nhwc_rows_kernel<T, 5, 1>)
+                            : (s2 ? depthwise_nhwc_rows_kernel<T, 7, 2> : depthwise_nhwc_rows_kernel<T, 7, 1>);
   set_smem_attr(kernel, t.smem);
   kernel<<<grid, t.threads, t.smem, st>>>(d, t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
                                           static_cast<T*>(call.dst.data), epi);

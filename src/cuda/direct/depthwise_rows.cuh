@@ -10,9 +10,8 @@
 //
 // Work mapping: a block = one image x a column strip of tq outputs x kb = 4 * lanes channels x `steps`
 // steps of rp output rows; thread = lane (4 channels) + lanes * (column strip qs + qstrips * row rr). Each
-// thread owns kQtR (4, or 8 in the rows8 variants) consecutive outputs of one row per step, so along a
-// filter row each staged input is read once from shared memory and feeds up to kQtR FMAs from registers (the
-// row's kS taps in registers).
+// thread owns kQt consecutive outputs of one row per step, so along a filter row each staged input is read
+// once from shared memory and feeds up to kQt FMAs from registers (the row's kS taps in registers).
 // Shared memory: the taps [R*kS][kb] in fp32, then the ring [nslot][iw][kb] in the input type (nslot = one
 // step's window + depth steps' new rows), filled in 16-byte cp.async pieces (zero-filled outside the image).
 #pragma once
@@ -41,9 +40,10 @@ __device__ __forceinline__ void cp_async_wait_pending(int pending) {
   }
 }
 
-template <typename T, int kS, int kSW, int kQtR>
+template <typename T, int kS, int kSW>
 __global__ void __launch_bounds__(256) depthwise_nhwc_rows_kernel(ConvDims d, DwRows t, const T* __restrict__ src,
                                                                  const T* __restrict__ wei, T* dst, DeviceEpilogue<T> epi) {
+  constexpr int kQtR = 4;                    // outputs per thread per step
   constexpr int kPiece = int(16 / sizeof(T)); // elements of one 16-byte cp.async piece
   extern __shared__ float4 smem4[];
   const int kb = t.lanes * 4, RS = d.r * kS;
