@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kThreads)
   // bytes a thread-step: [image][ih][iw] pixels.
   for (int u = tid; u < t.nimg * t.ih * t.iw * kChunks; u += kThreads) {
     const int c = u % kChunks, pix = u / kChunks, yi = pix / t.iw, x = pix - yi * t.iw;
-    const int img = yi / t.ih, y = yi - img * t.ih;
+    const int img = t.nimg > 1 ? yi / t.ih : 0, y = yi - img * t.ih;  // (one image: no division)
     const int h = h0 + y, w = w0 + x, ch = c0 + c * 8;
     const int64_t n = n0 + img;
     uint4 v = make_uint4(0, 0, 0, 0);
