@@ -1,9 +1,10 @@
 // Vectors of an element type for 16-byte (or narrower) global and shared-memory accesses: Vec<T, V>, one
-// loaded and widened to fp32 (load_vec_f32), and the host's alignment test for the pointers a vector kernel
-// is given. Device code only: the .cu files include it.
+// loaded and widened to fp32 (load_vec_f32), a 16-byte cp.async with zero fill, and the host's alignment
+// test for the pointers a vector kernel is given. Device code only: the .cu files include it.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/epilogue.cuh"
 
@@ -15,11 +16,30 @@ struct alignas(sizeof(T) * V) Vec {
 };
 
 // V elements at p (aligned to V * sizeof(T)) as fp32.
+// bf16 pairs are widened from their 32-bit word: a bf16 is the top half of an fp32, so the low element is
+// the word shifted up 16 bits and the high one the word with its low half cleared (exact). Element by element
+// the compiler spends a byte permute more on each high half.
 template <typename T, int V>
 __device__ __forceinline__ void load_vec_f32(const T* p, float (&out)[V]) {
-  const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(p);
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && V % 2 == 0) {
+    const Vec<uint32_t, V / 2> w = *reinterpret_cast<const Vec<uint32_t, V / 2>*>(p);
 #pragma unroll
-  for (int e = 0; e < V; ++e) out[e] = elem_to_float<T>(v.v[e]);
+    for (int e = 0; e < V / 2; ++e) {
+      out[2 * e] = __uint_as_float(w.v[e] << 16);
+      out[2 * e + 1] = __uint_as_float(w.v[e] & 0xffff0000u);
+    }
+  } else {
+    const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(p);
+#pragma unroll
+    for (int e = 0; e < V; ++e) out[e] = elem_to_float<T>(v.v[e]);
+  }
+}
+
+// 16 bytes from global g to shared s without a register round trip (cp.async, L2 only); zeros instead when
+// pred is false (g is then not read, but must still be a valid address). Complete with cp.async.wait_group.
+__device__ __forceinline__ void cp_async16_zfill(void* s, const void* g, bool pred) {
+  const uint32_t sa = uint32_t(__cvta_generic_to_shared(s));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(pred ? 16 : 0));
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }

@@ -305,10 +305,6 @@ __global__ void depthwise_nchw_kernel(ConvDims d, DwPlan t, const T* __restrict_
 // to kQt * kS FMAs from registers, with the row's kS taps held in registers too: per filter row kQt+kS-1
 // input reads instead of kQt*kS, and (NHWC) the tile stays in the input dtype, 16 bytes per 8 bf16
 // channels, brought in by cp.async (zero-filled outside the image).
-__device__ __forceinline__ void cp_async16_zfill(void* s, const void* g, bool pred) {
-  const uint32_t sa = uint32_t(__cvta_generic_to_shared(s));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(pred ? 16 : 0));
-}
 
 // NHWC, M = 1, C % kVec == 0, 16-byte aligned: the block and thread layout of depthwise_nhwc_kernel except
 // that the thread's outputs are columns 4*qs .. 4*qs+3 of its row.

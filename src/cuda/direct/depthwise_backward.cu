@@ -23,7 +23,8 @@
 //     and kTaps x kVec sums in registers; a fixed-shape tree in shared memory adds the rows, tap by tap.
 //   depthwise_wgrad_tile_kernel (NHWC, multiplier 1, R <= 9, S of 3, 5 or 7; the rows kernel takes the rest):
 //     a block walks output tiles (tp x tq pixels of one image, 64 channels), staging each tile's grad_out and
-//     input halo once in shared memory; a thread = (channel pair, filter row, tile-row phase) with a register
+//     input halo once in shared memory (16-byte cp.async pieces, a thread's chunk fixed and its pixels stepped
+//     without a division); a thread = (channel pair, filter row, tile-row phase) with a register
 //     window of the row's S inputs along q (stride 1: one new load a pixel for S FMA pairs); the tile shape
 //     from an instruction estimate, one wave of blocks (the occupancy calculator), each walking its tiles.
 //   depthwise_wgrad_nchw_kernel: a block = (pixel slice, one channel, tap chunk); consecutive threads take
@@ -398,6 +399,13 @@ __global__ void __launch_bounds__(kTileThreads)
   float acc[kS][2];  // the sums of (pair, filter row r, column s)
 #pragma unroll
   for (int j = 0; j < kS; ++j) acc[j][0] = acc[j][1] = 0.0f;
+  // Staging by cp.async (vec16): a thread's 16-byte chunk of the 64 channels is fixed (blockDim is a multiple
+  // of kChunks) and its pixels advance by pstep with a carry, so no piece costs a division, and all of a
+  // thread's pieces are in flight at once.
+  const int ch = tid % kChunks, c = c0 + ch * kE, pstep = nthreads / kChunks, pix0 = tid / kChunks;
+  const bool c_in_k = c < d.k, c_in_c = c < d.c;  // vec16: C % kE == 0, so a chunk is all in or all out
+  const int gy0 = pix0 / t.tq, gx0 = pix0 - gy0 * t.tq, gdy = pstep / t.tq, gdx = pstep - gdy * t.tq;
+  const int xy0 = pix0 / t.iw, xx0 = pix0 - xy0 * t.iw, xdy = pstep / t.iw, xdx = pstep - xdy * t.iw;
 
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int tq_i = int(tile % t.tiles_q);
@@ -406,41 +414,38 @@ __global__ void __launch_bounds__(kTileThreads)
     const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
     const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
     __syncthreads();  // the previous tile's reads are done
-    for (int u = tid; u < t.tp * t.tq * kChunks; u += nthreads) {
-      const int ch = u % kChunks, pix = u / kChunks, py = pix / t.tq, p = p0 + py, q = q0 + pix - py * t.tq;
-      const int c = c0 + ch * kE;
-      Vec<T, kE> v;
-#pragma unroll
-      for (int e = 0; e < kE; ++e) v.v[e] = float_to_elem<T>(0.0f);
-      if (p < d.p && q < d.q) {
-        const T* g = gz + ((n * d.p + p) * d.q + q) * d.k + c;
-        if (vec16 && c + kE <= d.k) {
-          v = *reinterpret_cast<const Vec<T, kE>*>(g);
-        } else {
-#pragma unroll
-          for (int e = 0; e < kE; ++e)
-            if (c + e < d.k) v.v[e] = g[e];
-        }
+    if (vec16) {  // 32-bit offsets inside one image (the plan's condition)
+      const T* gz_n = gz + n * d.p * d.q * d.k;
+      const T* x_n = x + n * d.h * d.w * d.c;
+      for (int pix = pix0, y = gy0, xq = gx0; pix < t.tp * t.tq; pix += pstep) {
+        const int p = p0 + y, q = q0 + xq;
+        const bool ok = c_in_k && p < d.p && q < d.q;
+        cp_async16_zfill(s_g + pix * kTileC + ch * kE, ok ? gz_n + ((p * d.q + q) * d.k + c) : gz, ok);
+        xq += gdx, y += gdy;
+        if (xq >= t.tq) xq -= t.tq, ++y;
       }
-      *reinterpret_cast<Vec<T, kE>*>(s_g + pix * kTileC + ch * kE) = v;
-    }
-    for (int u = tid; u < t.ih * t.iw * kChunks; u += nthreads) {
-      const int ch = u % kChunks, pix = u / kChunks, y = pix / t.iw, h = h0 + y, w = w0 + pix - y * t.iw;
-      const int c = c0 + ch * kE;
-      Vec<T, kE> v;
-#pragma unroll
-      for (int e = 0; e < kE; ++e) v.v[e] = float_to_elem<T>(0.0f);
-      if (h >= 0 && h < d.h && w >= 0 && w < d.w) {
-        const T* g = x + ((n * d.h + h) * d.w + w) * d.c + c;
-        if (vec16 && c + kE <= d.c) {
-          v = *reinterpret_cast<const Vec<T, kE>*>(g);
-        } else {
-#pragma unroll
-          for (int e = 0; e < kE; ++e)
-            if (c + e < d.c) v.v[e] = g[e];
-        }
+      for (int pix = pix0, y = xy0, xw = xx0; pix < t.ih * t.iw; pix += pstep) {
+        const int h = h0 + y, w = w0 + xw;
+        const bool ok = c_in_c && h >= 0 && h < d.h && w >= 0 && w < d.w;
+        cp_async16_zfill(s_x + pix * kTileC + ch * kE, ok ? x_n + ((h * d.w + w) * d.c + c) : x, ok);
+        xw += xdx, y += xdy;
+        if (xw >= t.iw) xw -= t.iw, ++y;
       }
-      *reinterpret_cast<Vec<T, kE>*>(s_x + pix * kTileC + ch * kE) = v;
+      asm volatile("cp.async.commit_group;\n" ::);
+      asm volatile("cp.async.wait_group 0;\n" ::);
+    } else {  // a pointer or C off the 16-byte vector: element by element, consecutive threads along C
+      const T zero = float_to_elem<T>(0.0f);
+      for (int u = tid; u < t.tp * t.tq * kTileC; u += nthreads) {
+        const int cc = u % kTileC, pix = u / kTileC, py = pix / t.tq, p = p0 + py, q = q0 + pix - py * t.tq;
+        const int k = c0 + cc;
+        s_g[pix * kTileC + cc] = p < d.p && q < d.q && k < d.k ? gz[((n * d.p + p) * d.q + q) * d.k + k] : zero;
+      }
+      for (int u = tid; u < t.ih * t.iw * kTileC; u += nthreads) {
+        const int cc = u % kTileC, pix = u / kTileC, y = pix / t.iw, h = h0 + y, w = w0 + pix - y * t.iw;
+        const int k = c0 + cc;
+        s_x[pix * kTileC + cc] =
+            h >= 0 && h < d.h && w >= 0 && w < d.w && k < d.c ? x[((n * d.h + h) * d.w + w) * d.c + k] : zero;
+      }
     }
     __syncthreads();
     // group g = slot: filter row r = g % R, tile rows py = g / R, + J, ...; along q a window of the row's kS
@@ -568,7 +573,9 @@ BwdPlan choose_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok
     const int64_t blocks = (vectors + 31) / 32;
     t.lanes = int((vectors + blocks - 1) / blocks);
   }
-  if (nhwc && pb.k_per_group() == 1 && pb.r <= kTaps && (pb.s == 3 || pb.s == 5 || pb.s == 7)) {
+  // (one image's input and grad_out under 2^31 elements: the tile kernel's staging offsets are 32-bit)
+  if (nhwc && pb.k_per_group() == 1 && pb.r <= kTaps && (pb.s == 3 || pb.s == 5 || pb.s == 7) &&
+      pb.h * pb.w * pb.c < INT_MAX && pb.p() * pb.q() * pb.k < INT_MAX) {
     // The tile kernel. Tile shape: the (tp, tq) whose staged tiles fit 72 KB and whose estimated time is
     // least: the tiles a block walks (one wave of the blocks an SM holds at that staging size) times the
     // per-thread instructions of a tile: staging ~6 a 16-byte chunk (the halo makes small tiles dear), the

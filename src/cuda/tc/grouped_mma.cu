@@ -51,12 +51,14 @@ struct GmPlan {
   int steps = 0;       // k16 steps: ceil(units / 2)
   int wstride = 0;     // filter row length in 16-byte units (odd: the 8 rows of an ldmatrix phase on distinct banks)
   int tp = 1, tq = 1;  // output tile: tp rows x tq columns of one image
+  int nimg = 1;        // images a block (> 1 only when a whole image is one tile of at most 64 pixels)
   int ih = 1, iw = 1;  // staged input rows and columns (halo included)
   int mtiles = 1;      // m16 tiles: ceil(tp*tq / 16)
-  int tiles_p = 1, tiles_q = 1;
+  int tiles_p = 1, tiles_q = 1, tiles_n = 1;  // tiles_n = ceil(N / nimg)
   int xshift = 0;      // swizzle key (x >> xshift) & 7
   int kwn = 1;         // n8 tiles a warp
-  int tq_mul = 0;      // m / tq as (m * tq_mul) >> 16: exact for m * tq < 2^16 (m < 128, tq <= 128)
+  int tq_mul = 0;      // m / tq as (m * tq_mul) >> 16: exact for m < 128, tq <= 128 (checked for all)
+  int img_mul = 0;     // m / (tp * tq) the same way (tp * tq <= 128)
   bool pairs = false;  // the epilogue stores 2 channels as one 4-byte word (K even, dst 4-byte aligned)
   int64_t smem_in = 0, smem_w = 0, smem = 0;
 };
@@ -86,10 +88,21 @@ GmPlan plan_of(const Conv2dProblem& pb) {
     if (t.tq > 16) { t.tq = (t.tq + 1) / 2; continue; }
     break;  // does not fit: can_implement says so
   }
-  t.mtiles = (t.tp * t.tq + 15) / 16;
-  t.tq_mul = (65536 + t.tq - 1) / t.tq;
   t.tiles_p = int((P + t.tp - 1) / t.tp);
   t.tiles_q = int((Q + t.tq - 1) / t.tq);
+  // Small images (ResNeXt's last stage: 7x7 outputs): one tile would leave most of the block's 8 m16 tiles,
+  // and so half its warps, idle and stage the 64 channels' filters for 49 pixels; a block takes several
+  // whole images instead, their input tiles side by side.
+  if (t.tiles_p == 1 && t.tiles_q == 1 && t.smem <= kSmemBudget) {
+    t.nimg = int(std::max<int64_t>(1, std::min<int64_t>(pb.n, kMaxM / (int64_t(t.tp) * t.tq))));
+    while (t.nimg > 1 && t.smem + (t.nimg - 1) * t.smem_in > kSmemBudget) --t.nimg;
+    t.smem += (t.nimg - 1) * t.smem_in;
+    t.smem_in *= t.nimg;
+  }
+  t.tiles_n = int((pb.n + t.nimg - 1) / t.nimg);
+  t.mtiles = (t.nimg * t.tp * t.tq + 15) / 16;
+  t.tq_mul = (65536 + t.tq - 1) / t.tq;
+  t.img_mul = (65536 + t.tp * t.tq - 1) / (t.tp * t.tq);
   return t;
 }
 
@@ -110,18 +123,21 @@ __global__ void __launch_bounds__(kThreads)
   const int tq_i = int(tile % t.tiles_q);
   tile /= t.tiles_q;
   const int tp_i = int(tile % t.tiles_p);
-  const int64_t n = tile / t.tiles_p;
+  const int64_t n0 = tile / t.tiles_p * t.nimg;  // the block's first image
   const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
   const int c0 = blockIdx.y * kBlockC;  // first input = output channel of the block
   const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
   const int tid = threadIdx.x, RS = d.r * d.s, cg = d.cg, cs = t.cs, octs = cs / 8;
 
-  // Stage the input tile (zeros outside the image and past C), 16 bytes a thread-step.
-  for (int u = tid; u < t.ih * t.iw * kChunks; u += kThreads) {
-    const int c = u % kChunks, pix = u / kChunks, y = pix / t.iw, x = pix - y * t.iw;
+  // Stage the input tile of each of the block's images (zeros outside the image, past C and past N), 16
+  // bytes a thread-step: [image][ih][iw] pixels.
+  for (int u = tid; u < t.nimg * t.ih * t.iw * kChunks; u += kThreads) {
+    const int c = u % kChunks, pix = u / kChunks, yi = pix / t.iw, x = pix - yi * t.iw;
+    const int img = t.nimg > 1 ? yi / t.ih : 0, y = yi - img * t.ih;  // (one image: no division)
     const int h = h0 + y, w = w0 + x, ch = c0 + c * 8;
+    const int64_t n = n0 + img;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (h >= 0 && h < d.h && w >= 0 && w < d.w && ch < d.c) {
+    if (n < d.n && h >= 0 && h < d.h && w >= 0 && w < d.w && ch < d.c) {
       const T* g = src + ((n * d.h + h) * d.w + w) * d.c + ch;
       if (aligned) {
         v = *reinterpret_cast<const uint4*>(g);
@@ -182,7 +198,9 @@ __global__ void __launch_bounds__(kThreads)
   if (wm * kWM >= t.mtiles) return;
   const int n_base = wn * kWN * 8;          // the warp's first output channel in the block
   const int sgc = (n_base / cs) * octs;     // its super-group's first chunk in a staged pixel
-  const int m_valid = min(t.tp, d.p - p0) * t.tq;  // pixels of this tile (the last tile row may be short)
+  // pixels of this block: its images' (the last block may have fewer), or one tile's (the last tile row
+  // may be short; one image a block then)
+  const int m_valid = int(min(int64_t(t.nimg), int64_t(d.n) - n0)) * min(t.tp, d.p - p0) * t.tq;
 
   // A rows: lane l reads row l % 8 of matrix l / 8: pixel (l % 8) + 8 * ((l / 8) % 2) of the m16 tile, unit
   // 2*step + l / 16.
@@ -191,9 +209,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kWM; ++i) {
     int m = (wm * kWM + i) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
     if (m >= m_valid) m = 0;  // past the tile: computed on pixel 0, never stored
-    const int py = (m * t.tq_mul) >> 16, px = m - py * t.tq;
+    const int img = (m * t.img_mul) >> 16, mi = m - img * t.tp * t.tq;
+    const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq;
     x0[i] = px * d.stride_w;
-    pix0[i] = py * d.stride_h * t.iw + x0[i];
+    pix0[i] = (img * t.ih + py * d.stride_h) * t.iw + x0[i];
   }
   const uint32_t in_addr = uint32_t(__cvta_generic_to_shared(s_in));
   const uint32_t zero_addr = uint32_t(__cvta_generic_to_shared(s_zero));
@@ -243,9 +262,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int hf = 0; hf < 2; ++hf) {
       const int m = (wm * kWM + i) * 16 + lane / 4 + hf * 8;
       if (m >= m_valid) continue;
-      const int py = (m * t.tq_mul) >> 16, px = m - py * t.tq, q = q0 + px;
+      const int img = (m * t.img_mul) >> 16, mi = m - img * t.tp * t.tq;
+      const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq, q = q0 + px;
       if (q >= d.q) continue;
-      const int64_t o = ((n * d.p + p0 + py) * d.q + q) * d.k;
+      const int64_t o = (((n0 + img) * d.p + p0 + py) * d.q + q) * d.k;
 #pragma unroll
       for (int j = 0; j < kWN; ++j) {
         const int k = c0 + n_base + j * 8 + 2 * (lane % 4);
@@ -269,7 +289,7 @@ template <typename T, int kWN>
 void launch_wn(const ConvCall& call, const GmPlan& t) {
   const Conv2dProblem& pb = call.problem;
   const ConvDims d = make_dims(pb);
-  const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.c + kBlockC - 1) / kBlockC));
+  const dim3 grid(unsigned(int64_t(t.tiles_n) * t.tiles_p * t.tiles_q), unsigned((pb.c + kBlockC - 1) / kBlockC));
   GmPlan plan = t;
   plan.pairs = pb.k % 2 == 0 && reinterpret_cast<uintptr_t>(call.dst.data) % 4 == 0;
   const bool aligned = reinterpret_cast<uintptr_t>(call.src.data) % 16 == 0 &&
@@ -315,13 +335,14 @@ class CudaGroupedMma final : public CudaAlgorithm {
     if (t.smem > kSmemBudget)
       return Support::no("the dilated filter extent is too large: the smallest tile needs " + std::to_string(t.smem) +
                          " bytes of shared memory (" + std::to_string(kSmemBudget) + " available).");
-    if (int64_t(pb.n) * t.tiles_p * t.tiles_q >= INT_MAX) return Support::no("more than 2^31 tiles (grid.x).");
+    if (int64_t(t.tiles_n) * t.tiles_p * t.tiles_q >= INT_MAX) return Support::no("more than 2^31 tiles (grid.x).");
     if ((pb.c + kBlockC - 1) / kBlockC > 65535) return Support::no("more than 65535 channel blocks (grid.y).");
     return Support::yes();
   }
   std::string detail(const Conv2dProblem& pb, const ConvConfig&) const override {
     const GmPlan t = plan_of(pb);
-    return std::to_string(t.tp) + "x" + std::to_string(t.tq) + " outputs x 64 channels a block, groups of " +
+    return (t.nimg > 1 ? std::to_string(t.nimg) + " images x " : std::string()) + std::to_string(t.tp) + "x" +
+           std::to_string(t.tq) + " outputs x 64 channels a block, groups of " +
            std::to_string(pb.c_per_group()) + (pb.c_per_group() < 8 ? " merged to 8" : "") + ", " +
            std::to_string(t.steps) + " k16 steps, " + std::to_string(t.smem / 1024) + " KiB smem";
   }
