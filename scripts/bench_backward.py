@@ -129,24 +129,33 @@ def family(name):
     return "other"
 
 
-def kernel_families(step, steps=5):
+def kernel_families(step, steps=5, host=False):
+    """GPU ms per step by kernel family and the top kernels; host=True also records the CPU side: the host
+    events with the most self time per step (ops and CUDA runtime calls: ms, calls per step), as "host"."""
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    acts = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if host else [])
+    with profile(activities=acts) as prof:
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
-    fam, top = {}, {}
+    fam, top, cpu = {}, {}, []
     for e in prof.key_averages():
+        if host and e.self_cpu_time_total > 0 and "Synchronize" not in e.key:
+            cpu.append((e.key[:70], e.self_cpu_time_total / 1e3 / steps, e.count / steps))
         t = e.device_time_total / 1e3 / steps  # ms per step
         if t <= 0:
             continue
         fam[family(e.key)] = fam.get(family(e.key), 0.0) + t
         top[e.key[:90]] = t
-    return dict(families=fam, top=sorted(top.items(), key=lambda kv: -kv[1])[:12])
+    r = dict(families=fam, top=sorted(top.items(), key=lambda kv: -kv[1])[:12])
+    if host:
+        r["host"] = sorted(cpu, key=lambda v: -v[1])[:14]
+        r["host_ms"] = sum(v[1] for v in cpu)
+    return r
 
 
 def main():

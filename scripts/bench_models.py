@@ -19,7 +19,8 @@ Each row: median ms (triton.testing.do_bench, L2 flushed), the speed-up over eag
 rel L2 against a float64 run of the same model on the same input. Markdown on stdout; --json for machines.
 --profile: each variant once more under torch.profiler: its GPU time per forward (the kernels' sum; well
 under the timed ms means the forward waits on the host), by kernel family (convkit, convkit's layout
-transforms, cuDNN/cuBLAS, BatchNorm, other) and its top kernels, printed after the table.
+transforms, cuDNN/cuBLAS, BatchNorm, other) and its top kernels, and the host events (ops, CUDA runtime
+calls) with the most self time a forward, printed after the table.
 """
 import argparse
 import copy
@@ -71,7 +72,7 @@ def profile_forward(fn, runs=5):
     from bench_backward import kernel_families
 
     with torch.no_grad():
-        r = kernel_families(fn, runs)
+        r = kernel_families(fn, runs, host=True)
     r["gpu_ms"] = sum(r["families"].values())
     return r
 
@@ -176,6 +177,9 @@ def profile_text(rows):
         out.append(f"\n{r['model']} {r['dtype']} n{r['batch']} {r['variant']}: GPU {pr['gpu_ms']:.3f} ms of "
                    f"{r['ms']:.3f} timed; by family: {fams}")
         out += [f"  {v:7.3f}  {k}" for k, v in pr["top"][:8]]
+        if pr.get("host"):
+            out.append(f"  host: {pr['host_ms']:.3f} ms of self time a forward (under the profiler); the most:")
+            out += [f"    {ms:7.3f} ms  {n:6.1f} calls  {k}" for k, ms, n in pr["host"][:10]]
     return "\n".join(out)
 
 

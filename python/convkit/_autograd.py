@@ -65,6 +65,8 @@ def _call(op, autograd_op, tensors, args):
 
     NOTE: a Python autograd.Function (2026-11-30, commit 1c27b81) cost ~13 us a conv in Function.apply and ~35 us in its
     backward's Python (CPU, 4x4x4 convs)."""
+    if not torch.is_grad_enabled():  # no gradient can be recorded (inference): the op as it is, nothing to decide
+        return op.default(*args)
     mode = _dispatch_mode(*tensors)
     if mode == "below":
         with _BelowAutograd():
