@@ -146,7 +146,9 @@ def kernel_families(step, steps=5, host=False):
     for e in prof.key_averages():
         if host and e.self_cpu_time_total > 0 and "Synchronize" not in e.key:
             cpu.append((e.key[:70], e.self_cpu_time_total / 1e3 / steps, e.count / steps))
-        t = e.device_time_total / 1e3 / steps  # ms per step
+        # ms per step on the GPU: the kernels' own time (an op's device total, which the CPU activity adds as
+        # events, would count its kernels twice)
+        t = e.self_device_time_total / 1e3 / steps
         if t <= 0:
             continue
         fam[family(e.key)] = fam.get(family(e.key), 0.0) + t

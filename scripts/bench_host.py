@@ -1,6 +1,7 @@
 """Host time of one convolution call: convkit's op against F.conv2d, on the layers of a torchvision model.
 
-    python scripts/bench_host.py [--model mobilenet_v2] [--dtype bf16] [--calls 300] [--profile]
+    python scripts/bench_host.py [--model mobilenet_v2] [--dtype bf16] [--calls 300] [--profile] [--whole]
+                                 [--device cuda|cpu] [--layers N]
 
 A model whose forward waits on the host (GPU time per forward well under its wall time, which
 bench_models.py --profile shows) is as fast as its ops are issued. This script times the issue alone: each
@@ -13,6 +14,10 @@ synchronisation inside, the wall time over those calls divided by their number, 
 in microseconds a call, with the GPU microseconds a call of the same loop (CUDA events) next to them: a row
 where GPU >= host measured the GPU, not the host. --profile: one loop of each under torch.profiler (CPU and
 CUDA activity), the host events with the most self time a call (the ops and the CUDA runtime calls).
+--whole: then the model itself at batch 1 on 32x32 inputs (nothing but host work), eval, no_grad: PyTorch
+eager, convkit.fuse(model) and torch.compile(convkit.fuse(model), fullgraph=True), median ms of 30 runs
+after 5 warm-ups, each run synchronised.
+--device cpu times the same on the CPU (there is no GPU column then).
 """
 import argparse
 import statistics
@@ -61,6 +66,34 @@ def host_events(fn, calls, cuda, top=12):
     return [(e.key, e.self_cpu_time_total / calls, e.count / calls) for e in ev[:top]]
 
 
+def median_ms(fn, sync, n=30, warm=5):
+    for _ in range(warm):
+        fn()
+    sync()
+    ts = []
+    for _ in range(n):
+        s = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - s)
+    return statistics.median(ts) * 1e3
+
+
+def whole_model(name, device, dtype, mf):
+    import torchvision
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    m = getattr(torchvision.models, name)(weights=None).eval().to(device=device, dtype=dtype, memory_format=mf)
+    f = convkit.fuse(m)
+    c = torch.compile(f, fullgraph=True)
+    x = torch.randn(1, 3, 32, 32, device=device).to(dtype).contiguous(memory_format=mf)
+    print(f"\n### {name} at batch 1, 32x32 ({device}, {str(dtype).replace('torch.', '')}), ms a forward")
+    print("| torch eager | convkit.fuse | torch.compile(convkit.fuse) |\n|---|---|---|")
+    with torch.no_grad():
+        t = [median_ms(lambda: mod(x), sync) for mod in (m, f, c)]
+    print("| " + " | ".join(f"{v:.3f}" for v in t) + " |")
+
+
 def distinct_convs(model_name):
     import torchvision
 
@@ -92,6 +125,7 @@ def main():
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--layers", type=int, default=0, help="the first N distinct layers only (0: all)")
+    ap.add_argument("--whole", action="store_true", help="then the whole model at batch 1, 32x32")
     a = ap.parse_args()
     cuda = a.device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -131,6 +165,8 @@ def main():
             print(f"\n{name}, {who}: host events by self time (us a call, calls a call)")
             for k, us, n in rows:
                 print(f"  {us:8.2f}  {n:5.1f}  {k[:100]}")
+    if a.whole:
+        whole_model(a.model, a.device, dtype, mf)
     return 0
 
 
