@@ -21,7 +21,8 @@
 // (depthwise_rows.cuh) walks a column strip down the image with its rows in a cp.async ring. Each is a
 // variant ("rows/<threads>/d<depth>", "window", "general"); variants_of says which the heuristic takes where.
 // nvcc -Xptxas -v (sm_90): general 32-78 registers, window 55-64, rows 78-100, no spills.
-// measured (H200, 2026-12-01, bf16 NHWC batch 32): mbv2_dw3x3_144_56 0.0398 ms (rows, 0.89x cuDNN's 0.0356),
+// measured (H200, 2026-12-01, bf16 NHWC batch 32): mbv2_dw3x3_144_56 0.0398 ms (rows, 0.89x cuDNN's 0.0356;
+// 0.0390 against 0.0352 on 2026-12-02),
 // mbv2_dw3x3s2_576_14 0.0109 ms (rows, 1.13x), cnxt 7x7 96@56 0.0735 ms (rows, 1.03x), mbv2_dw3x3_960_7
 // 0.0097 ms (window, 1.06x); f32 NCHW cnxt 7x7 96@56 0.153 ms (window, 2.19x cuDNN).
 #include <cuda_bf16.h>

@@ -33,11 +33,11 @@
 //     the 8 sums in order.
 // The slice count aims at ~4 blocks per SM (the tile kernel: the blocks an SM holds), so the bits depend on the
 // problem and the device's SM count.
-// nvcc -Xptxas -v (sm_90): dgrad 32-48 registers, wgrad tile 47-65, rows 79-119 (2 blocks an SM), nchw 47-48,
+// nvcc -Xptxas -v (sm_90): dgrad 40-62 registers, wgrad tile 56-83, rows 82-120 (2 blocks an SM), nchw 47-48,
 // reduce 32.
-// measured (H200, 2026-12-02, batch 32, docs/perf.md): bf16 NHWC dgrad mbv2_dw3x3s2_144_56 0.0642 ms (0.80x
-// cuDNN), wgrad mbv2_dw3x3_144_56 0.0679 ms (0.69x; ncu: 59 us of tile kernel + 5 us of reduction), cnxt 7x7
-// 96@56 0.111 (0.75x); f32 NCHW wgrad cnxt 7x7 96@56 0.682 ms (0.96x, 2026-12-01).
+// measured (H200, 2026-12-02, batch 32, docs/perf.md): bf16 NHWC dgrad mbv2_dw3x3s2_144_56 0.0664 ms (0.78x
+// cuDNN), wgrad mbv2_dw3x3_144_56 0.0474 ms (0.99x), mbv2_dw3x3_32_112 0.0579 (1.15x), cnxt 7x7 96@56 0.0900
+// (0.93x), cnxt 7x7 768@7 0.0443 (0.48x); f32 NCHW wgrad cnxt 7x7 96@56 0.682 ms (0.96x, 2026-12-01).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

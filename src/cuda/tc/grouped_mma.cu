@@ -14,12 +14,15 @@
 //     output pixels, fall on distinct banks. Filter rows are an odd number of 16-byte units long for the
 //     same reason.
 // Work mapping: a block = one image x tp output rows x tq columns (tp*tq <= 128: 8 m16 tiles) x 64 output
-// channels (K = C: the filter keeps each group's width). 8 warps; warp = kWM m16 tiles x kWN n8 tiles of one
+// channels (K = C: the filter keeps each group's width); where a whole image's output is one tile of at most
+// 64 pixels (7x7), nimg images side by side instead, so that the block's 8 m16 tiles and its staged filters
+// serve more than 49 pixels. 8 warps; warp = kWM m16 tiles x kWN n8 tiles of one
 // super-group (kWN = min(super-group width / 8, 4), kWM = 8 / kWN), fp32 accumulators in registers; the
 // epilogue (bias, activation, residual) is applied on the way out.
 // nvcc -Xptxas -v (sm_90): 72-73 registers, no spills; 10-110 KiB of dynamic shared memory a block.
-// measured (H200, 2026-12-02, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0447 ms (0.74x cuDNN,
-// 2.2x cuda_igemm_mma), rnx50_g3x3_1024_7_g32 0.0365 ms (0.36x cuDNN, 0.56x cuda_igemm_mma).
+// measured (H200, 2026-12-02, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0479 ms (0.68x cuDNN),
+// rnx50_g3x3_1024_7_g32 0.0236 ms (2 images a block; 0.58x cuDNN); geomean over ResNeXt-50's 7 grouped
+// layers 0.51x cuDNN.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
