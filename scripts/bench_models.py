@@ -13,8 +13,8 @@ TF32 off). Variants:
   convert       convkit.nn.convert(model): every Conv2d swapped, BatchNorm/activations/adds still PyTorch ops
   fuse          convkit.fuse(model): BatchNorm folded, activation and residual in convkit's epilogue
   fuse_compile  torch.compile(convkit.fuse(model))
-  graph         at batch 1 also: CUDA-graph replays, torch.compile(mode="reduce-overhead") for PyTorch and a
-                captured torch.cuda.CUDAGraph of convkit.fuse(model)
+  graph         CUDA-graph replays: torch.compile(mode="reduce-overhead") for PyTorch and a captured
+                torch.cuda.CUDAGraph of convkit.fuse(model)
 Each row: median ms (triton.testing.do_bench, L2 flushed), the speed-up over eager PyTorch, and the output's
 rel L2 against a float64 run of the same model on the same input. Markdown on stdout; --json for machines.
 --profile: each variant once more under torch.profiler: its GPU time per forward (the kernels' sum; well
@@ -133,7 +133,7 @@ def run_one(name, dt, batch, variants, max_autotune, profiled=False):
     if "fuse_compile" in variants:
         fc, s = compiled(fused)
         add("compile(convkit fuse)", lambda: fc(x), f"compile {s:.0f} s")
-    if "graph" in variants and batch == 1:
+    if "graph" in variants:
         ro, s = compiled(model, mode="reduce-overhead")
         add("compile reduce-overhead", lambda: ro(x), f"compile {s:.0f} s")
         g = torch.cuda.CUDAGraph()
