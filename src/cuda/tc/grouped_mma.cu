@@ -19,7 +19,7 @@
 // serve more than 49 pixels. 8 warps; warp = kWM m16 tiles x kWN n8 tiles of one
 // super-group (kWN = min(super-group width / 8, 4), kWM = 8 / kWN), fp32 accumulators in registers; the
 // epilogue (bias, activation, residual) is applied on the way out.
-// nvcc -Xptxas -v (sm_90): 72-73 registers, no spills; 10-110 KiB of dynamic shared memory a block.
+// nvcc -Xptxas -v (sm_90): 66-71 registers, no spills; 10-110 KiB of dynamic shared memory a block.
 // measured (H200, 2026-12-02, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0479 ms (0.68x cuDNN),
 // rnx50_g3x3_1024_7_g32 0.0236 ms (2 images a block; 0.58x cuDNN); geomean over ResNeXt-50's 7 grouped
 // layers 0.51x cuDNN.
