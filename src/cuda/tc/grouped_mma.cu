@@ -133,25 +133,41 @@ __global__ void __launch_bounds__(kThreads)
   const int tid = threadIdx.x, RS = d.r * d.s, cg = d.cg, cs = t.cs, octs = cs / 8;
 
   // Stage the input tile of each of the block's images (zeros outside the image, past C and past N), 16
-  // bytes a thread-step: [image][ih][iw] pixels.
-  for (int u = tid; u < t.nimg * t.ih * t.iw * kChunks; u += kThreads) {
-    const int c = u % kChunks, pix = u / kChunks, yi = pix / t.iw, x = pix - yi * t.iw;
-    const int img = t.nimg > 1 ? yi / t.ih : 0, y = yi - img * t.ih;  // (one image: no division)
-    const int h = h0 + y, w = w0 + x, ch = c0 + c * 8;
-    const int64_t n = n0 + img;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (n < d.n && h >= 0 && h < d.h && w >= 0 && w < d.w && ch < d.c) {
-      const T* g = src + ((n * d.h + h) * d.w + w) * d.c + ch;
-      if (aligned) {
-        v = *reinterpret_cast<const uint4*>(g);
-      } else {
+  // bytes a piece: [image][ih][iw] pixels. Aligned: by cp.async, a thread's chunk fixed (kThreads is a
+  // multiple of kChunks) and its pixels stepped with a carry, so no piece costs a division and all of a
+  // thread's pieces are in flight at once (a load then a shared store a piece waited for each load in turn).
+  if (aligned) {
+    const int c = tid % kChunks, ch = c0 + c * 8, pstep = kThreads / kChunks;
+    const bool c_in = ch < d.c;  // C % 8 == 0: a chunk is all in or all out
+    const int dy = pstep / t.iw, dx = pstep - dy * t.iw, npix = t.nimg * t.ih * t.iw;
+    int pix = tid / kChunks, y = pix / t.iw, x = pix - y * t.iw, img = 0;
+    while (y >= t.ih) y -= t.ih, ++img;
+    for (; pix < npix; pix += pstep) {
+      const int h = h0 + y, w = w0 + x;
+      const int64_t n = n0 + img;
+      const bool ok = c_in && n < d.n && h >= 0 && h < d.h && w >= 0 && w < d.w;
+      cp_async16_zfill(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4),
+                       ok ? src + ((n * d.h + h) * d.w + w) * d.c + ch : src, ok);
+      x += dx, y += dy;
+      if (x >= t.iw) x -= t.iw, ++y;
+      while (y >= t.ih) y -= t.ih, ++img;
+    }
+  } else {
+    for (int u = tid; u < t.nimg * t.ih * t.iw * kChunks; u += kThreads) {
+      const int c = u % kChunks, pix = u / kChunks, yi = pix / t.iw, x = pix - yi * t.iw;
+      const int img = t.nimg > 1 ? yi / t.ih : 0, y = yi - img * t.ih;  // (one image: no division)
+      const int h = h0 + y, w = w0 + x, ch = c0 + c * 8;
+      const int64_t n = n0 + img;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (n < d.n && h >= 0 && h < d.h && w >= 0 && w < d.w && ch < d.c) {
+        const T* g = src + ((n * d.h + h) * d.w + w) * d.c + ch;
         T e[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) e[j] = g[j];
         memcpy(&v, e, 16);
       }
+      *reinterpret_cast<uint4*>(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4)) = v;
     }
-    *reinterpret_cast<uint4*>(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4)) = v;
   }
   // The block's filters as rows of 16-byte units, zeros past the last unit and past K. With 8 or more
   // channels a group the unit order (tap, channel) is KRSC's own, so a row is a copy of the filter's; merged
@@ -160,18 +176,19 @@ __global__ void __launch_bounds__(kThreads)
   // (0.15 ms on rnx50_g3x3_128_56_g32, 0.13 on rnx50_g3x3_1024_7_g32): whole units a thread here.
   for (int i = tid; i < kBlockC * t.wstride; i += kThreads) {
     const int nl = i / t.wstride, u = i - nl * t.wstride, k = c0 + nl;
+    if (aligned && cg >= 8) {  // (by cp.async too)
+      const bool ok = u < t.units && k < d.k;
+      cp_async16_zfill(s_w + i * 16, ok ? wei + int64_t(k) * RS * cg + u * 8 : wei, ok);
+      continue;
+    }
     uint4 v = make_uint4(0, 0, 0, 0);
     if (u < t.units && k < d.k) {
       if (cg >= 8) {
         const T* g = wei + int64_t(k) * RS * cg + u * 8;
-        if (aligned) {
-          v = *reinterpret_cast<const uint4*>(g);
-        } else {
-          T e[8];
+        T e[8];
 #pragma unroll
-          for (int j = 0; j < 8; ++j) e[j] = g[j];
-          memcpy(&v, e, 16);
-        }
+        for (int j = 0; j < 8; ++j) e[j] = g[j];
+        memcpy(&v, e, 16);
       } else {
         // unit u = tap u of the 8-channel super-group holding k; its channels of k's group from the filter
         const int first = (k / cg) * cg - (k / 8) * 8;  // k's group's first channel within the super-group
@@ -194,6 +211,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     s_unit[u] = e;
   }
+  asm volatile("cp.async.commit_group;\n" ::);
+  asm volatile("cp.async.wait_group 0;\n" ::);
   __syncthreads();
 
   const int warp = tid / 32, lane = tid % 32;
