@@ -1,6 +1,7 @@
 // Vectors of an element type for 16-byte (or narrower) global and shared-memory accesses: Vec<T, V>, one
-// loaded and widened to fp32 (load_vec_f32), a 16-byte cp.async with zero fill, and the host's alignment
-// test for the pointers a vector kernel is given. Device code only: the .cu files include it.
+// loaded and widened to fp32 (load_vec_f32), the 16-byte cp.async with zero fill that every staging kernel
+// uses (by pointer or by shared-memory address) with its commit and wait, and the host's alignment test for
+// the pointers a vector kernel is given. Device code only: the .cu files include it.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,19 @@ __device__ __forceinline__ void load_vec_f32(const T* p, float (&out)[V]) {
 __device__ __forceinline__ void cp_async16_zfill(void* s, const void* g, bool pred) {
   const uint32_t sa = uint32_t(__cvta_generic_to_shared(s));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(pred ? 16 : 0));
+}
+
+// The same by shared-memory address (the tensor-core kernels keep their stages' addresses so), with a
+// "memory" clobber: the compiler does not move shared-memory accesses across it.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }

@@ -339,13 +339,13 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_window_kernel(ConvDims d, 
       const bool ok = c < d.c && h >= 0 && h < d.h && w >= 0 && w < d.w;
       cp_async16_zfill(s_in + pix * kb + v * kPiece, ok ? src + ((n * d.h + h) * d.w + w) * d.c + c : src, ok);
     }
-    asm volatile("cp.async.commit_group;\n" ::);
+    cp_async_commit();
   }
   for (int i = tid; i < RS * kb; i += nthreads) {
     const int kk = i % kb, rs = i / kb, k = k0 + kk;
     s_w[i] = k < d.k ? elem_to_float<T>(wei[int64_t(k) * RS + rs]) : 0.0f;
   }
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  cp_async_wait<0>();
   __syncthreads();
 
   const int lane = tid % t.lanes, strip = tid / t.lanes, qstrips = t.tq / kQt;

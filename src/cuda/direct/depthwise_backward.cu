@@ -431,8 +431,8 @@ __global__ void __launch_bounds__(kTileThreads)
         xw += xdx, y += xdy;
         if (xw >= t.iw) xw -= t.iw, ++y;
       }
-      asm volatile("cp.async.commit_group;\n" ::);
-      asm volatile("cp.async.wait_group 0;\n" ::);
+      cp_async_commit();
+      cp_async_wait<0>();
     } else {  // a pointer or C off the 16-byte vector: element by element, consecutive threads along C
       const T zero = float_to_elem<T>(0.0f);
       for (int u = tid; u < t.tp * t.tq * kTileC; u += nthreads) {

@@ -33,10 +33,10 @@ struct DwRows {
 // Waits until at most `pending` of this thread's cp.async groups are still in flight (0..3).
 __device__ __forceinline__ void cp_async_wait_pending(int pending) {
   switch (pending) {
-    case 0: asm volatile("cp.async.wait_group 0;\n" ::); break;
-    case 1: asm volatile("cp.async.wait_group 1;\n" ::); break;
-    case 2: asm volatile("cp.async.wait_group 2;\n" ::); break;
-    default: asm volatile("cp.async.wait_group 3;\n" ::); break;
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    default: cp_async_wait<3>(); break;
   }
 }
 
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_rows_kernel(ConvDims d, Dw
       x += dx, y += dy;
       if (x >= t.iw) x -= t.iw, ++y;
     }
-    asm volatile("cp.async.commit_group;\n" ::);
+    cp_async_commit();
   };
 
   const int p_end = min(d.p, p_begin + t.rp * t.steps);
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_rows_kernel(ConvDims d, Dw
         *reinterpret_cast<Vec<T, 4>*>(dst_n + o0 + i * d.k) = out;
       }
   }
-  asm volatile("cp.async.wait_group 0;\n" ::);  // no copy outlives the block's shared memory
+  cp_async_wait<0>();  // no copy outlives the block's shared memory
 }
 
 }  // namespace

@@ -37,6 +37,7 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
 #include "cuda/common/epilogue.cuh"
+#include "cuda/common/vec.cuh"
 #include "cuda/direct/direct_common.cuh"
 
 namespace convkit::detail {
@@ -73,12 +74,6 @@ __device__ __forceinline__ void cp_async4(float* s, const float* g, bool pred) {
   const unsigned sa = unsigned(__cvta_generic_to_shared(s));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(g), "r"(pred ? 4 : 0));
 }
-__device__ __forceinline__ void cp_async16(float* s, const float* g, bool pred) {
-  const unsigned sa = unsigned(__cvta_generic_to_shared(s));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(pred ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
 
 // Issues (does not wait for) the copies of one chunk: cc input channels from c0 of group g, for output
 // channels k0.. of the group, into one stage (s_w, s_in). Padding and channels past K/groups are zero-filled.
@@ -117,7 +112,7 @@ __device__ __forceinline__ void stage_chunk(const ConvDims& d, const RegPlan& t,
       const float* gp = inside ? xsrc + int64_t(n) * CHW + int64_t(h) * d.w + w : src;
       float* sp = s_in + row * t.ld + x;
 #pragma unroll 1
-      for (int c = 0; c < cc; ++c) cp_async16(sp + c * t.cs, inside ? gp + c * HW : src, inside);
+      for (int c = 0; c < cc; ++c) cp_async16_zfill(sp + c * t.cs, inside ? gp + c * HW : src, inside);
     }
   } else {
     for (int e = tid; e < rows * t.iw; e += kThreads) {
@@ -213,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
                     min(t.cc, c_end - cn), n0, h0, w0);
       }
       cp_async_commit();  // possibly an empty group: keeps "all but the newest group" = chunk ch
-      cp_async_wait_all_but_one();
+      cp_async_wait<1>();
       // NOTE: each thread waited for its own copies; the barrier makes everyone's copies (and, the first
       // time round, the tap table and s_opix) visible to all.
       __syncthreads();

@@ -24,6 +24,7 @@
 #include "convkit/tensor.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/vec.cuh"
 #include "cuda/tc/tc_common.cuh"
 #include "cuda/tc/tc_plan.cuh"
 
@@ -85,19 +86,6 @@ __device__ __forceinline__ BlockPos block_pos(const TcArgs& a) {
   p.m_block = int64_t(blockIdx.x) * BM;
   p.n_block = int(blockIdx.y) * BN;
   return p;
-}
-
-// ---- cp.async ------------------------------------------------------------------------------------
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  // src-size 0 writes 16 zero bytes and reads nothing (the padding and everything past the edges).
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // Eight fp32 values stored as 8 16-bit elements: one 16-byte store.
