@@ -211,8 +211,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     s_unit[u] = e;
   }
-  asm volatile("cp.async.commit_group;\n" ::);
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
 
   const int warp = tid / 32, lane = tid % 32;
