@@ -19,7 +19,8 @@
 // serve more than 49 pixels. 8 warps; warp = kWM m16 tiles x kWN n8 tiles of one
 // super-group (kWN = min(super-group width / 8, 4), kWM = 8 / kWN), fp32 accumulators in registers; the
 // epilogue (bias, activation, residual) is applied on the way out.
-// nvcc -Xptxas -v (sm_90): 72-73 registers, no spills; 10-110 KiB of dynamic shared memory a block.
+// nvcc -Xptxas -v (sm_90): 60 (kWN 4), 64 (kWN 2) and 71 (kWN 1) registers, no spills; 10-110 KiB of dynamic
+// shared memory a block.
 // measured (H200, 2026-12-02, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0479 ms (0.68x cuDNN),
 // rnx50_g3x3_1024_7_g32 0.0236 ms (2 images a block; 0.58x cuDNN); geomean over ResNeXt-50's 7 grouped
 // layers 0.51x cuDNN.
@@ -225,16 +226,16 @@ __global__ void __launch_bounds__(kThreads)
   const int m_valid = int(min(int64_t(t.nimg), int64_t(d.n) - n0)) * min(t.tp, d.p - p0) * t.tq;
 
   // A rows: lane l reads row l % 8 of matrix l / 8: pixel (l % 8) + 8 * ((l / 8) % 2) of the m16 tile, unit
-  // 2*step + l / 16.
-  int pix0[kWM], x0[kWM];
+  // 2*step + l / 16. One register a row: its first staged pixel times 16, plus its column mod 16 (all the
+  // swizzle key ((x + dx) >> xshift) & 7 needs, xshift <= 1).
+  int arow[kWM];
 #pragma unroll
   for (int i = 0; i < kWM; ++i) {
     int m = (wm * kWM + i) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
     if (m >= m_valid) m = 0;  // past the tile: computed on pixel 0, never stored
     const int img = (m * t.img_mul) >> 16, mi = m - img * t.tp * t.tq;
-    const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq;
-    x0[i] = px * d.stride_w;
-    pix0[i] = (img * t.ih + py * d.stride_h) * t.iw + x0[i];
+    const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq, x0 = px * d.stride_w;
+    arow[i] = ((img * t.ih + py * d.stride_h) * t.iw + x0) * 16 + (x0 & 15);
   }
   const uint32_t in_addr = uint32_t(__cvta_generic_to_shared(s_in));
   const uint32_t zero_addr = uint32_t(__cvta_generic_to_shared(s_zero));
@@ -265,11 +266,12 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     const int dx = ue.y >> 4, chunk = sgc + (ue.y & 15);
+    const uint32_t base = in_addr + uint32_t(ue.x * kPixBytes);
 #pragma unroll
     for (int i = 0; i < kWM; ++i) {
       const uint32_t addr =
           ue.x < 0 ? zero_addr
-                   : in_addr + uint32_t((pix0[i] + ue.x) * kPixBytes + ((chunk ^ (((x0[i] + dx) >> t.xshift) & 7)) << 4));
+                   : base + (uint32_t(arow[i] & ~15) << 3) + ((chunk ^ ((((arow[i] & 15) + dx) >> t.xshift) & 7)) << 4);
       uint32_t a[4];
       ldmatrix_x4(a, addr);
 #pragma unroll
