@@ -19,8 +19,9 @@
 // serve more than 49 pixels. 8 warps; warp = kWM m16 tiles x kWN n8 tiles of one
 // super-group (kWN = min(super-group width / 8, 4), kWM = 8 / kWN), fp32 accumulators in registers; the
 // epilogue (bias, activation, residual) is applied on the way out.
-// nvcc -Xptxas -v (sm_90): 60 (kWN 4), 64 (kWN 2) and 71 (kWN 1) registers, no spills; 10-110 KiB of dynamic
-// shared memory a block.
+// nvcc -Xptxas -v (sm_90): 60 (kWN 4) and 64 (kWN 2, 1) registers, __launch_bounds__(256, 4): 4 blocks an SM;
+// kWN 1 keeps one value in local memory across the main loop (4 bytes: one store, one load a thread);
+// 10-110 KiB of dynamic shared memory a block.
 // measured (H200, 2026-12-02, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0479 ms (0.68x cuDNN),
 // rnx50_g3x3_1024_7_g32 0.0236 ms (2 images a block; 0.58x cuDNN); geomean over ResNeXt-50's 7 grouped
 // layers 0.51x cuDNN.
@@ -113,7 +114,7 @@ GmPlan plan_of(const Conv2dProblem& pb) {
 // Block: x = (image, tile row, tile column), y = 64-channel block. Thread tid = warp * 32 + lane; warp =
 // wm * (8 / kWN) + wn.
 template <typename T, int kWN>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
     grouped_mma_kernel(ConvDims d, GmPlan t, bool aligned /* x and w 16-byte aligned */, const T* __restrict__ src, const T* __restrict__ wei,
                        T* dst, DeviceEpilogue<T> epi) {
   constexpr int kWM = 8 / kWN;
