@@ -137,7 +137,7 @@ EpilogueSpec random_epilogue(std::mt19937& rng, bool exact) {
       e.beta = -1.0f;
     }
   } else {
-    e.activation = static_cast<Activation>(u(0, 5));  // every activation, relu6 and hardswish included
+    e.activation = static_cast<Activation>(u(0, 7));  // every activation, the gates (sigmoid, hardsigmoid) included
     if (u(0, 3) == 0) {
       const float alphas[] = {0.5f, -1.25f, 2.0f, 0.0f};
       const float betas[] = {0.5f, 0.0f, -2.0f, 1.5f};
