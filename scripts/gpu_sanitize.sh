@@ -16,11 +16,12 @@
 # a cuDNN kernel (the peer's) is counted apart. Exit 1 if a test failed, reported an error (cuDNN's too) or
 # timed out, 3 if the time ran out before the shard was done (the totals say how far it got).
 # SAN_DONE: a sanitize_<shard>.tsv of an earlier call; the (tool, test) runs it passed or skipped are not run again.
-# SAN_FILTER: an extended regular expression (grep -E); only the tests whose Suite.Test name matches it run.
+# SAN_FILTER: an extended regular expression (grep -E); only the tests whose Suite.Test name matches it run
+# (the tests past 2^31 elements need minutes under memcheck: SAN_FILTER='Past2|2e31' SAN_TEST_S=540).
 # Expects the GPU check's build (BUILD_DIR, default build-gpu): run scripts/gpu_check.sh first, or
 # cmake --build it yourself.
 set -u
-[ $# -ge 4 ] || { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 OUTDIR=$1 TOOLS=$2 SHARD=$3 TOTAL=$4 BUDGET=${5:-540}
 for tool in ${TOOLS//,/ }; do
   case "$tool" in memcheck|racecheck|synccheck|initcheck) ;; *) echo "unknown tool '$tool'" >&2; exit 2 ;; esac

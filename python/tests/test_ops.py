@@ -6,7 +6,8 @@ import torch.nn.functional as F
 import convkit
 from conftest import DEVICES, EDGE_SET, MEMORY_FORMATS, cuda_only, make_case, run_or_skip_unsupported
 
-ACTS = {"none": lambda t: t, "relu": F.relu, "silu": F.silu, "gelu": F.gelu}
+ACTS = {"none": lambda t: t, "relu": F.relu, "silu": F.silu, "gelu": F.gelu, "sigmoid": torch.sigmoid,
+        "hardsigmoid": F.hardsigmoid}
 
 
 def reference(x, w, b, conv, activation="none", residual=None):
