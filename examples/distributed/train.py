@@ -3,6 +3,7 @@
     torchrun --nproc_per_node 2 examples/distributed/train.py                   # ResNet-50, DDP, bf16 channels_last
     torchrun --nproc_per_node 2 examples/distributed/train.py --fsdp --compile  # FSDP2 (fully_shard), torch.compile
     torchrun --nproc_per_node 2 examples/distributed/train.py --device cpu --model resnet18 --batch 4 --image-size 64
+    torchrun --nproc_per_node 2 examples/distributed/train.py --torch           # the baseline: PyTorch's convolutions
 
 Every rank builds the same model (convkit.nn.convert: every Conv2d runs convkit's kernels; BatchNorm,
 activations and the rest stay PyTorch's), wraps it in DistributedDataParallel or, with --fsdp, shards it
@@ -37,6 +38,8 @@ def main():
     ap.add_argument("--eval", action="store_true", help="then one timed evaluation pass of convkit.fuse(model)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--torch", action="store_true",
+                    help="the baseline: PyTorch's own convolutions (cuDNN on CUDA), no convkit.nn.convert")
     a = ap.parse_args()
 
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -52,7 +55,9 @@ def main():
 
     torch.manual_seed(0)  # the same initial weights on every rank
     model = getattr(torchvision.models, a.model)(weights=None)
-    model = convkit.nn.convert(model, memory_format=fmt).to(device=dev, dtype=dtype, memory_format=fmt)
+    if not a.torch:
+        model = convkit.nn.convert(model, memory_format=fmt)
+    model = model.to(device=dev, dtype=dtype, memory_format=fmt)
     if a.fsdp:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
@@ -93,10 +98,11 @@ def main():
     if rank == 0 and times:
         times.sort()
         med = times[len(times) // 2]
-        print(f"{a.model} {'FSDP2' if a.fsdp else 'DDP'}{' compiled' if a.compile else ''}, {world} ranks on "
+        print(f"{a.model} {'FSDP2' if a.fsdp else 'DDP'}{' compiled' if a.compile else ''}"
+              f"{' (PyTorch convolutions)' if a.torch else ''}, {world} ranks on "
               f"{a.device}: median step {med * 1e3:.1f} ms, {a.batch / med:.1f} images/s per rank, "
               f"{a.batch * world / med:.1f} total", flush=True)
-    if a.eval and rank == 0 and not a.fsdp:
+    if a.eval and rank == 0 and not a.fsdp and not a.torch:
         fused = convkit.fuse(copy.deepcopy(model).eval(), memory_format=fmt)
         with torch.no_grad():
             fused(x)
