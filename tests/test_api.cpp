@@ -650,7 +650,7 @@ TEST(Names, EnumsRoundTripAndBadNamesListTheChoices) {
   bad(parse_dtype, "f64", "f32, f16 or bf16");
   bad(parse_layout, "nchw8c", "nchw or nhwc");
   bad(parse_device, "tpu", "cpu or cuda");
-  bad(parse_activation, "tanh", "none, relu, silu, gelu, relu6 or hardswish");
+  bad(parse_activation, "tanh", "none, relu, silu, gelu, relu6, hardswish, sigmoid or hardsigmoid");
 }
 
 TEST(Names, ConfigAndStatusStrings) {

@@ -353,6 +353,8 @@ inline std::vector<double> independent_reference_logical(const Case& c) {
             case Activation::gelu: v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); break;
             case Activation::relu6: v = std::min(std::max(v, 0.0), 6.0); break;
             case Activation::hardswish: v = v * std::min(std::max(v + 3, 0.0), 6.0) / 6; break;
+            case Activation::sigmoid: v = 1 / (1 + std::exp(-v)); break;
+            case Activation::hardsigmoid: v = std::min(std::max(v + 3, 0.0), 6.0) / 6; break;
             case Activation::none: break;
           }
           y.push_back(v);

@@ -10,8 +10,10 @@
 
 namespace convkit {
 
-// relu6 = min(max(x, 0), 6) (MobileNetV2); hardswish = x * relu6(x + 3) / 6 (MobileNetV3), as PyTorch.
-enum class Activation { none, relu, silu, gelu, relu6, hardswish };
+// relu6 = min(max(x, 0), 6) (MobileNetV2); hardswish = x * relu6(x + 3) / 6 (MobileNetV3), as PyTorch;
+// sigmoid = 1 / (1 + exp(-x)) and hardsigmoid = relu6(x + 3) / 6, the gates of squeeze-excitation blocks
+// (EfficientNet, RegNetY; MobileNetV3).
+enum class Activation { none, relu, silu, gelu, relu6, hardswish, sigmoid, hardsigmoid };
 
 const char* to_string(Activation);
 // Throws convkit::Error(invalid_problem) naming the accepted values.

@@ -7,7 +7,8 @@ no gradient goes below autograd without entering Python. convkit.conv2d in eager
 Function through convkit::_conv2d_autograd (with the BACKWARD switch below). This file holds the dispatch of
 convkit.conv2d's calls, the aten fallback op, and the seed's example ops' autograd. What the formula does,
 with y = act(z), z = conv(x, w) + bias + residual and gz = dL/dz:
-  * through the activation: relu and relu6 use the saved output (0 < y, y < 6); silu, gelu and hardswish
+  * through the activation: relu, relu6, sigmoid and hardsigmoid use the saved output (0 < y, y < 6;
+    y (1 - y); 0 < y < 1); silu, gelu and hardswish
     recompute z with one more convkit forward (no pre-activation copy is kept from the fused forward).
   * bias: gz summed over batch and pixels; residual: gz itself.
   * input (data gradient): for stride 1 and padding <= dilation*(R-1) it IS a convolution, run by convkit:

@@ -17,8 +17,9 @@ and replaces the whole chain by one convkit.FusedConv2d:
     (torch.nn.utils.fusion.fuse_conv_bn_weights, computed in float32, then cast to the parameter dtype);
     one without running statistics (track_running_stats=False) normalises with the batch's own statistics
     and is left, with that reason.
-  * activations: ReLU, ReLU6, SiLU, GELU (exact erf form), Hardswish; module, functional, method and in-place
-    forms (nn.ReLU(inplace=True), F.relu, torch.relu, x.relu_(), F.hardtanh(x, 0, 6), ...).
+  * activations: ReLU, ReLU6, SiLU, GELU (exact erf form), Hardswish, Sigmoid, Hardsigmoid; module, functional,
+    method and in-place forms (nn.ReLU(inplace=True), F.relu, torch.relu, x.relu_(), x.sigmoid(),
+    F.hardtanh(x, 0, 6), ...).
   * the add: `+`, `+=`, torch.add and Tensor.add(_) without alpha, of the chain's output and any other tensor.
     When both operands are convolution chains, the one whose convolution runs last takes the add (the
     other's output is then ready when it runs). The residual epilogue needs the other operand in the output's
@@ -122,6 +123,10 @@ def _apply_activation(y, act):
         return F.gelu(y)
     if act == "hardswish":
         return F.hardswish(y)
+    if act == "sigmoid":
+        return torch.sigmoid(y)
+    if act == "hardsigmoid":
+        return F.hardsigmoid(y)
     raise ValueError(f"convkit.fuse: unknown activation '{act}'.")
 
 
@@ -178,7 +183,7 @@ class FuseSummary:
     __repr__ = __str__
 
 
-_ACT_NAMES = ("relu", "relu6", "silu", "gelu", "hardswish")
+_ACT_NAMES = ("relu", "relu6", "silu", "gelu", "hardswish", "sigmoid", "hardsigmoid")
 
 
 def _join(prefix, name):
@@ -213,6 +218,10 @@ def _activation_of(gm, node):
             return "silu"
         if t is torch.nn.Hardswish:
             return "hardswish"
+        if t is torch.nn.Sigmoid:
+            return "sigmoid"
+        if t is torch.nn.Hardsigmoid:
+            return "hardsigmoid"
         if t is torch.nn.GELU and m.approximate == "none":
             return "gelu"
         if t is torch.nn.Hardtanh and m.min_val == 0.0 and m.max_val == 6.0:
@@ -229,6 +238,10 @@ def _activation_of(gm, node):
             return "silu"
         if f is F.hardswish:
             return "hardswish"
+        if f in (torch.sigmoid, F.sigmoid):
+            return "sigmoid"
+        if f is F.hardsigmoid:
+            return "hardsigmoid"
         if f is F.gelu:
             return "gelu" if node.kwargs.get("approximate", "none") == "none" and not extra else None
         if f in (F.hardtanh, F.hardtanh_):
@@ -238,6 +251,8 @@ def _activation_of(gm, node):
         return None
     if node.op == "call_method" and node.target in ("relu", "relu_"):
         return "relu"
+    if node.op == "call_method" and node.target in ("sigmoid", "sigmoid_"):
+        return "sigmoid"
     return None
 
 

@@ -100,7 +100,8 @@ class Conv2d(torch.nn.Conv2d):
 
 
 class Conv2dAct(Conv2d):
-    """Conv2d followed by an activation (relu, silu, gelu, relu6, hardswish or none), fused into the kernel's store.
+    """Conv2d followed by an activation (relu, silu, gelu, relu6, hardswish, sigmoid, hardsigmoid or none), fused into
+    the kernel's store.
 
     forward(x, residual=None): act(conv(x) + bias + residual).
     """

@@ -8,7 +8,7 @@ from . import _autograd
 
 IntPair = Union[int, Sequence[int]]
 
-ACTIVATIONS = ("none", "relu", "silu", "gelu", "relu6", "hardswish")
+ACTIVATIONS = ("none", "relu", "silu", "gelu", "relu6", "hardswish", "sigmoid", "hardsigmoid")
 
 
 def _pair(v: IntPair, name: str):
@@ -31,7 +31,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Int
     output's memory format. On CUDA an NCHW x is computed in NHWC when the library has a faster kernel there
     (the tensor-core kernels read NHWC only): one transform in, one out; convkit.plan() tells.
     weight: [K, C/groups, R, S]; for a channels_last x keep it channels_last too (KRSC), else it is copied on
-    every call. activation: none, relu, silu, gelu (exact erf), relu6 or hardswish. algo: "auto" (the tune
+    every call. activation: none, relu, silu, gelu (exact erf), relu6, hardswish, sigmoid or hardsigmoid. algo:
+    "auto" (the tune
     cache's entry for this problem if there is one, else the heuristic's choice), "autotune" (as "auto", but a problem without an
     entry is timed on its first call and the winner stored in the cache: docs/tuning.md), or a convkit
     algorithm name (`convkit list`), optionally with one of its variants as "name[variant]"; any of them with

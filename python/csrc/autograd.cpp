@@ -96,6 +96,13 @@ at::Tensor through_activation(const at::Tensor& grad, const std::string& act, co
   if (act == "none") return grad;
   if (act == "relu") return grad * out.gt(0).to(grad.scalar_type());
   if (act == "relu6") return grad * at::logical_and(out.gt(0), out.lt(6)).to(grad.scalar_type());
+  // the gates from their output too: sigmoid' = y (1 - y); hardsigmoid' = 1/6 where 0 < y < 1
+  if (act == "sigmoid") {
+    const at::Tensor yf = out.to(at::kFloat);
+    return (grad.to(at::kFloat) * yf * (1 - yf)).to(grad.scalar_type());
+  }
+  if (act == "hardsigmoid")
+    return (grad.to(at::kFloat) * at::logical_and(out.gt(0), out.lt(1)).to(at::kFloat) / 6).to(grad.scalar_type());
   TORCH_CHECK_VALUE(act == "silu" || act == "gelu" || act == "hardswish", "convkit: unknown activation '", act, "'.");
   const at::Tensor zf = recompute_z().to(at::kFloat), gf = grad.to(at::kFloat);
   at::Tensor d;

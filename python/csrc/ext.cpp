@@ -274,7 +274,9 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::opt
       const at::MemoryFormat mf = format_of(layout);
       x = x.contiguous(mf);
       w = w.contiguous(mf);
-      y = at::empty(out_shape, x.options().memory_format(mf));
+      // An output whose bytes are the same in both layouts (one pixel an image, as in a squeeze-excitation
+      // block's 1x1 convolutions, or one channel) is written in place: no buffer, no copy back.
+      if (!out.is_contiguous(mf)) y = at::empty(out_shape, x.options().memory_format(mf));
       if (residual_in) {
         residual = residual.contiguous(mf);
         epi.residual = residual.data_ptr();
@@ -290,7 +292,7 @@ at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::opt
     const at::Tensor ws = workspace_for(*pl, x);
     convkit::execute(*pl, p, view("x", x, layout), view("weight", w, layout), view("out", y, layout), epi, stream,
                      ws.defined() ? ws.data_ptr() : nullptr, ws.defined() ? size_t(ws.numel()) : 0);
-    if (layout != x_layout) out.copy_(y);
+    if (!y.is_same(out)) out.copy_(y);
   } catch (const convkit::Error& e) {
     rethrow(op, e);
   }

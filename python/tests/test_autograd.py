@@ -14,11 +14,12 @@ import torch.nn.functional as F
 import convkit
 from conftest import DEVICES, EDGE_SET, MEMORY_FORMATS, make_case, run_or_skip_unsupported
 
-ACTS = {"none": lambda t: t, "relu": F.relu, "silu": F.silu, "gelu": F.gelu}
+ACTS = {"none": lambda t: t, "relu": F.relu, "silu": F.silu, "gelu": F.gelu, "sigmoid": torch.sigmoid,
+        "hardsigmoid": F.hardsigmoid}
 
 
 @pytest.mark.filterwarnings("ignore:Input #")
-@pytest.mark.parametrize("activation", ["none", "silu", "gelu"])
+@pytest.mark.parametrize("activation", ["none", "silu", "gelu", "sigmoid"])
 @pytest.mark.parametrize("conv", [dict(stride=1, padding=1, dilation=1, groups=1),
                                   dict(stride=2, padding=1, dilation=1, groups=2),
                                   dict(stride=1, padding=2, dilation=2, groups=1)])
@@ -53,8 +54,9 @@ def _grads(fn, tensors, grad_out):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("activation,memory_format", [
     ("none", torch.contiguous_format), ("none", torch.channels_last), ("relu", torch.channels_last),
-    ("silu", torch.contiguous_format), ("gelu", torch.channels_last)], ids=["none-nchw", "none-nhwc", "relu-nhwc",
-                                                                           "silu-nchw", "gelu-nhwc"])
+    ("silu", torch.contiguous_format), ("gelu", torch.channels_last), ("sigmoid", torch.channels_last),
+    ("hardsigmoid", torch.contiguous_format)], ids=["none-nchw", "none-nhwc", "relu-nhwc", "silu-nchw", "gelu-nhwc",
+                                                   "sigmoid-nhwc", "hardsigmoid-nchw"])
 @pytest.mark.parametrize("name", list(EDGE_SET))
 def test_conv2d_grads_match_float64_torch(name, activation, memory_format, device):
     x, w, b, conv = make_case(EDGE_SET[name], device, memory_format=memory_format, seed=2)

@@ -79,6 +79,19 @@ def test_efficientnet_reaches_its_residual_adds():
     assert s.activations >= 16, str(s)  # the stem, the head, each expand and depthwise (SiLU)
 
 
+@pytest.mark.parametrize("name,gate", [("efficientnet_b0", "sigmoid"), ("mobilenet_v3_small", "hardsigmoid"),
+                                       ("regnet_y_400mf", "sigmoid")])
+def test_squeeze_excitation_gates_are_fused(name, gate):
+    # Each squeeze-excitation block's second 1x1 convolution takes its gate (torchvision's
+    # SqueezeExcitation: fc2 then sigmoid or hardsigmoid) into the epilogue.
+    model = randomise_bn(getattr(torchvision.models, name)(weights=None)).eval()
+    n_se = sum(type(m).__name__ == "SqueezeExcitation" for m in model.modules())
+    assert n_se > 0
+    s = fuse_and_check(model, torch.randn(2, 3, 64, 64))
+    gates = [e for e in s.entries if e.fused and e.fused[-1] == gate]
+    assert len(gates) == n_se, str(s)
+
+
 def test_compile_fullgraph_matches():
     torch.manual_seed(0)
     model = randomise_bn(torchvision.models.resnet18(weights=None)).eval()
@@ -191,8 +204,8 @@ class Forms(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.c = nn.ModuleList(nn.Conv2d(4, 4, 3, padding=1) for _ in range(7))
-        self.b = nn.ModuleList(nn.BatchNorm2d(4) for _ in range(7))
+        self.c = nn.ModuleList(nn.Conv2d(4, 4, 3, padding=1) for _ in range(10))
+        self.b = nn.ModuleList(nn.BatchNorm2d(4) for _ in range(10))
 
     def forward(self, x):
         y = F.relu6(self.b[0](self.c[0](x)))
@@ -203,13 +216,17 @@ class Forms(nn.Module):
         y = F.hardswish(z)
         y = self.b[4](self.c[4](y)).relu_()
         y = F.hardtanh(operator.add(y, self.b[5](self.c[5](y))), 0.0, 6.0)
-        return F.relu(self.b[6](self.c[6](y)), inplace=True)
+        y = F.relu(self.b[6](self.c[6](y)), inplace=True)
+        y = torch.sigmoid(self.b[7](self.c[7](y)))
+        y = self.b[8](self.c[8](y)).sigmoid()
+        return F.hardsigmoid(self.b[9](self.c[9](y)))
 
 
 def test_every_form():
     s = fuse_and_check(Forms(), torch.randn(2, 4, 6, 6))
     acts = [e.fused[-1] for e in s.entries]
-    assert acts == ["relu6", "silu", "gelu", "hardswish", "relu", "relu6", "relu"], str(s)
+    assert acts == ["relu6", "silu", "gelu", "hardswish", "relu", "relu6", "relu", "sigmoid", "sigmoid",
+                    "hardsigmoid"], str(s)
     assert s.residuals == 3, str(s)
 
 

@@ -6,7 +6,8 @@ import torch.nn.functional as F
 import convkit
 from conftest import DEVICES, EDGE_SET, MEMORY_FORMATS, cuda_only, make_case, run_or_skip_unsupported
 
-ACTS = {"none": lambda t: t, "relu": F.relu, "silu": F.silu, "gelu": F.gelu}
+ACTS = {"none": lambda t: t, "relu": F.relu, "silu": F.silu, "gelu": F.gelu, "sigmoid": torch.sigmoid,
+        "hardsigmoid": F.hardsigmoid}
 
 
 def reference(x, w, b, conv, activation="none", residual=None):
@@ -215,6 +216,32 @@ def test_plan_cuda_fp32_channels_last_avoids_the_naive_kernel():
     assert y.is_contiguous(memory_format=torch.channels_last)
     ref = F.conv2d(x.double(), w.double(), padding=1)  # (float64: F.conv2d's fp32 may use TF32 on CUDA)
     torch.testing.assert_close(y.double(), ref, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("residual", [False, True])
+def test_one_pixel_images_are_computed_in_place_of_a_transform(residual):
+    # A [N, C, 1, 1] tensor (a squeeze-excitation block's pooled input) is contiguous in both memory formats,
+    # so x's rule calls it NCHW, and a 16-bit NCHW request computes in NHWC. Its bytes are the same in both:
+    # the op writes the output in place, with no buffer and no copy kernel, and keeps x's strides.
+    x = torch.randn(4, 64, 1, 1, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(32, 64, 1, 1, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(32, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn(4, 32, 1, 1, device="cuda", dtype=torch.bfloat16) if residual else None
+    assert convkit.plan(x, w)[1] == "nhwc"
+    with torch.no_grad():
+        convkit.conv2d(x, w, b, activation="silu", residual=r)  # planned
+        torch.cuda.synchronize()
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            y = convkit.conv2d(x, w, b, activation="silu", residual=r)
+            torch.cuda.synchronize()
+    kernels = [e.key for e in prof.key_averages() if e.self_device_time_total > 0]
+    assert not [k for k in kernels if "copy" in k.lower() or "transpose" in k.lower()], kernels
+    assert y.stride() == torch.empty(4, 32, 1, 1).stride()
+    ref = F.silu(F.conv2d(x.double(), w.double(), b.double()) + (r.double() if residual else 0))
+    torch.testing.assert_close(y.double(), ref, rtol=2e-2, atol=2e-2)
+
 
 
 @pytest.mark.parametrize("device", DEVICES)

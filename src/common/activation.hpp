@@ -26,6 +26,11 @@ CONVKIT_HD T activate(Activation act, T x) {
       const T t = x + T(3);
       return x * (t > T(0) ? (t < T(6) ? t : T(6)) : T(0)) / T(6);
     }
+    case Activation::sigmoid: return T(1) / (T(1) + exp(-x));
+    case Activation::hardsigmoid: {
+      const T t = x + T(3);
+      return (t > T(0) ? (t < T(6) ? t : T(6)) : T(0)) / T(6);
+    }
     case Activation::none: default: return x;
   }
 }

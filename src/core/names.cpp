@@ -41,6 +41,8 @@ const char* to_string(Activation a) {
     case Activation::gelu: return "gelu";
     case Activation::relu6: return "relu6";
     case Activation::hardswish: return "hardswish";
+    case Activation::sigmoid: return "sigmoid";
+    case Activation::hardsigmoid: return "hardsigmoid";
   }
   return "?";
 }
@@ -70,7 +72,10 @@ Activation parse_activation(const std::string& s) {
   if (s == "gelu") return Activation::gelu;
   if (s == "relu6") return Activation::relu6;
   if (s == "hardswish") return Activation::hardswish;
-  throw Error(StatusCode::invalid_problem, "unknown activation '" + s + "' (expected none, relu, silu, gelu, relu6 or hardswish)");
+  if (s == "sigmoid") return Activation::sigmoid;
+  if (s == "hardsigmoid") return Activation::hardsigmoid;
+  throw Error(StatusCode::invalid_problem, "unknown activation '" + s +
+                                               "' (expected none, relu, silu, gelu, relu6, hardswish, sigmoid or hardsigmoid)");
 }
 
 std::string ConvConfig::to_string() const {

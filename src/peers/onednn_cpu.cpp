@@ -99,6 +99,7 @@ dnnl::algorithm act_alg(Activation a) {
     case Activation::gelu: return dnnl::algorithm::eltwise_gelu_erf;
     case Activation::relu6: return dnnl::algorithm::eltwise_clip;     // clip(x, 0, 6)
     case Activation::hardswish: return dnnl::algorithm::eltwise_hardswish;
+    case Activation::sigmoid: return dnnl::algorithm::eltwise_logistic;
     default: return dnnl::algorithm::undef;
   }
 }
@@ -288,7 +289,11 @@ class OneDnnCpu final : public Algorithm {
           ops.append_binary(dnnl::algorithm::binary_add, dnnl::memory::desc({1, p.k, 1, 1}, dt::f32, tag::nchw));
           plan.bias_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len() - 1) | DNNL_ARG_SRC_1;
         }
-        if (e.activation != Activation::none) {
+        if (e.activation == Activation::hardsigmoid) {
+          // relu6(x + 3) / 6 = clip(x / 6 + 1/2, 0, 1) (this oneDNN has no hardsigmoid of its own)
+          ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / 6.0f, 0.5f);
+          ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 1.0f);
+        } else if (e.activation != Activation::none) {
           // swish(x) = x * sigmoid(alpha x): alpha = 1 is silu; clip(x, alpha, beta) with 0 and 6 is relu6.
           const float a = e.activation == Activation::silu ? 1.0f : 0.0f;
           const float b = e.activation == Activation::relu6 ? 6.0f : 0.0f;

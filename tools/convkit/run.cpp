@@ -64,7 +64,7 @@ CLI::App* add_run(CLI::App& app, RunCmdOptions& o) {
   sub->add_option("--padding", o.padding, "P or PH,PW")->capture_default_str();
   sub->add_option("--dilation", o.dilation, "D or DH,DW")->capture_default_str();
   sub->add_option("--groups", o.groups, "groups (C and K divisible by it)")->capture_default_str();
-  sub->add_option("--activation", o.activation, "none|relu|silu|gelu|relu6|hardswish")->capture_default_str();
+  sub->add_option("--activation", o.activation, "none|relu|silu|gelu|relu6|hardswish|sigmoid|hardsigmoid")->capture_default_str();
   sub->add_option("--algo", o.algo, "algorithm name (see `convkit list`), auto, or autotune (time the candidates, "
                                     "cache the winner)")
       ->capture_default_str();

@@ -71,6 +71,8 @@ __device__ __forceinline__ void activate_all(Activation act, float* v) {
     CONVKIT_ACTIVATE_ALL(silu)
     CONVKIT_ACTIVATE_ALL(gelu)
     CONVKIT_ACTIVATE_ALL(hardswish)
+    CONVKIT_ACTIVATE_ALL(sigmoid)
+    CONVKIT_ACTIVATE_ALL(hardsigmoid)
 #undef CONVKIT_ACTIVATE_ALL
     default:
       for (int i = 0; i < N; ++i) v[i] = activate<float>(act, v[i]);

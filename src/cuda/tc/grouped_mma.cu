@@ -19,7 +19,9 @@
 // serve more than 49 pixels. 8 warps; warp = kWM m16 tiles x kWN n8 tiles of one
 // super-group (kWN = min(super-group width / 8, 4), kWM = 8 / kWN), fp32 accumulators in registers; the
 // epilogue (bias, activation, residual) is applied on the way out.
-// nvcc -Xptxas -v (sm_90): 66-71 registers, no spills; 10-110 KiB of dynamic shared memory a block.
+// nvcc -Xptxas -v (sm_90): 60 (kWN 4) and 64 (kWN 2, 1) registers, __launch_bounds__(256, 4): 4 blocks an SM;
+// kWN 1 keeps one value in local memory across the main loop (4 bytes: one store, one load a thread);
+// 10-110 KiB of dynamic shared memory a block.
 // measured (H200, 2026-12-02, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0479 ms (0.68x cuDNN),
 // rnx50_g3x3_1024_7_g32 0.0236 ms (2 images a block; 0.58x cuDNN); geomean over ResNeXt-50's 7 grouped
 // layers 0.51x cuDNN.
@@ -112,7 +114,7 @@ GmPlan plan_of(const Conv2dProblem& pb) {
 // Block: x = (image, tile row, tile column), y = 64-channel block. Thread tid = warp * 32 + lane; warp =
 // wm * (8 / kWN) + wn.
 template <typename T, int kWN>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
     grouped_mma_kernel(ConvDims d, GmPlan t, bool aligned /* x and w 16-byte aligned */, const T* __restrict__ src, const T* __restrict__ wei,
                        T* dst, DeviceEpilogue<T> epi) {
   constexpr int kWM = 8 / kWN;
@@ -133,25 +135,41 @@ __global__ void __launch_bounds__(kThreads)
   const int tid = threadIdx.x, RS = d.r * d.s, cg = d.cg, cs = t.cs, octs = cs / 8;
 
   // Stage the input tile of each of the block's images (zeros outside the image, past C and past N), 16
-  // bytes a thread-step: [image][ih][iw] pixels.
-  for (int u = tid; u < t.nimg * t.ih * t.iw * kChunks; u += kThreads) {
-    const int c = u % kChunks, pix = u / kChunks, yi = pix / t.iw, x = pix - yi * t.iw;
-    const int img = t.nimg > 1 ? yi / t.ih : 0, y = yi - img * t.ih;  // (one image: no division)
-    const int h = h0 + y, w = w0 + x, ch = c0 + c * 8;
-    const int64_t n = n0 + img;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (n < d.n && h >= 0 && h < d.h && w >= 0 && w < d.w && ch < d.c) {
-      const T* g = src + ((n * d.h + h) * d.w + w) * d.c + ch;
-      if (aligned) {
-        v = *reinterpret_cast<const uint4*>(g);
-      } else {
+  // bytes a piece: [image][ih][iw] pixels. Aligned: by cp.async, a thread's chunk fixed (kThreads is a
+  // multiple of kChunks) and its pixels stepped with a carry, so no piece costs a division and all of a
+  // thread's pieces are in flight at once (a load then a shared store a piece waited for each load in turn).
+  if (aligned) {
+    const int c = tid % kChunks, ch = c0 + c * 8, pstep = kThreads / kChunks;
+    const bool c_in = ch < d.c;  // C % 8 == 0: a chunk is all in or all out
+    const int dy = pstep / t.iw, dx = pstep - dy * t.iw, npix = t.nimg * t.ih * t.iw;
+    int pix = tid / kChunks, y = pix / t.iw, x = pix - y * t.iw, img = 0;
+    while (y >= t.ih) y -= t.ih, ++img;
+    for (; pix < npix; pix += pstep) {
+      const int h = h0 + y, w = w0 + x;
+      const int64_t n = n0 + img;
+      const bool ok = c_in && n < d.n && h >= 0 && h < d.h && w >= 0 && w < d.w;
+      cp_async16_zfill(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4),
+                       ok ? src + ((n * d.h + h) * d.w + w) * d.c + ch : src, ok);
+      x += dx, y += dy;
+      if (x >= t.iw) x -= t.iw, ++y;
+      while (y >= t.ih) y -= t.ih, ++img;
+    }
+  } else {
+    for (int u = tid; u < t.nimg * t.ih * t.iw * kChunks; u += kThreads) {
+      const int c = u % kChunks, pix = u / kChunks, yi = pix / t.iw, x = pix - yi * t.iw;
+      const int img = t.nimg > 1 ? yi / t.ih : 0, y = yi - img * t.ih;  // (one image: no division)
+      const int h = h0 + y, w = w0 + x, ch = c0 + c * 8;
+      const int64_t n = n0 + img;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (n < d.n && h >= 0 && h < d.h && w >= 0 && w < d.w && ch < d.c) {
+        const T* g = src + ((n * d.h + h) * d.w + w) * d.c + ch;
         T e[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) e[j] = g[j];
         memcpy(&v, e, 16);
       }
+      *reinterpret_cast<uint4*>(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4)) = v;
     }
-    *reinterpret_cast<uint4*>(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4)) = v;
   }
   // The block's filters as rows of 16-byte units, zeros past the last unit and past K. With 8 or more
   // channels a group the unit order (tap, channel) is KRSC's own, so a row is a copy of the filter's; merged
@@ -160,18 +178,19 @@ __global__ void __launch_bounds__(kThreads)
   // (0.15 ms on rnx50_g3x3_128_56_g32, 0.13 on rnx50_g3x3_1024_7_g32): whole units a thread here.
   for (int i = tid; i < kBlockC * t.wstride; i += kThreads) {
     const int nl = i / t.wstride, u = i - nl * t.wstride, k = c0 + nl;
+    if (aligned && cg >= 8) {  // (by cp.async too)
+      const bool ok = u < t.units && k < d.k;
+      cp_async16_zfill(s_w + i * 16, ok ? wei + int64_t(k) * RS * cg + u * 8 : wei, ok);
+      continue;
+    }
     uint4 v = make_uint4(0, 0, 0, 0);
     if (u < t.units && k < d.k) {
       if (cg >= 8) {
         const T* g = wei + int64_t(k) * RS * cg + u * 8;
-        if (aligned) {
-          v = *reinterpret_cast<const uint4*>(g);
-        } else {
-          T e[8];
+        T e[8];
 #pragma unroll
-          for (int j = 0; j < 8; ++j) e[j] = g[j];
-          memcpy(&v, e, 16);
-        }
+        for (int j = 0; j < 8; ++j) e[j] = g[j];
+        memcpy(&v, e, 16);
       } else {
         // unit u = tap u of the 8-channel super-group holding k; its channels of k's group from the filter
         const int first = (k / cg) * cg - (k / 8) * 8;  // k's group's first channel within the super-group
@@ -194,6 +213,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     s_unit[u] = e;
   }
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
 
   const int warp = tid / 32, lane = tid % 32;
@@ -206,16 +227,16 @@ __global__ void __launch_bounds__(kThreads)
   const int m_valid = int(min(int64_t(t.nimg), int64_t(d.n) - n0)) * min(t.tp, d.p - p0) * t.tq;
 
   // A rows: lane l reads row l % 8 of matrix l / 8: pixel (l % 8) + 8 * ((l / 8) % 2) of the m16 tile, unit
-  // 2*step + l / 16.
-  int pix0[kWM], x0[kWM];
+  // 2*step + l / 16. One register a row: its first staged pixel times 16, plus its column mod 16 (all the
+  // swizzle key ((x + dx) >> xshift) & 7 needs, xshift <= 1).
+  int arow[kWM];
 #pragma unroll
   for (int i = 0; i < kWM; ++i) {
     int m = (wm * kWM + i) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
     if (m >= m_valid) m = 0;  // past the tile: computed on pixel 0, never stored
     const int img = (m * t.img_mul) >> 16, mi = m - img * t.tp * t.tq;
-    const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq;
-    x0[i] = px * d.stride_w;
-    pix0[i] = (img * t.ih + py * d.stride_h) * t.iw + x0[i];
+    const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq, x0 = px * d.stride_w;
+    arow[i] = ((img * t.ih + py * d.stride_h) * t.iw + x0) * 16 + (x0 & 15);
   }
   const uint32_t in_addr = uint32_t(__cvta_generic_to_shared(s_in));
   const uint32_t zero_addr = uint32_t(__cvta_generic_to_shared(s_zero));
@@ -246,11 +267,12 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     const int dx = ue.y >> 4, chunk = sgc + (ue.y & 15);
+    const uint32_t base = in_addr + uint32_t(ue.x * kPixBytes);
 #pragma unroll
     for (int i = 0; i < kWM; ++i) {
       const uint32_t addr =
           ue.x < 0 ? zero_addr
-                   : in_addr + uint32_t((pix0[i] + ue.x) * kPixBytes + ((chunk ^ (((x0[i] + dx) >> t.xshift) & 7)) << 4));
+                   : base + (uint32_t(arow[i] & ~15) << 3) + ((chunk ^ ((((arow[i] & 15) + dx) >> t.xshift) & 7)) << 4);
       uint32_t a[4];
       ldmatrix_x4(a, addr);
 #pragma unroll
