@@ -655,7 +655,7 @@ TEST(Oracle, CpuRefMatchesTheIndependentLoopOnTheSweeps) {
 TEST(Oracle, SweepCoversWhatItClaims) {
   // The random sweep really contains the features the brief lists (guards against a generator bug).
   int strides3 = 0, pad_gt_half = 0, dil3 = 0, dw = 0, grouped = 0, r7 = 0, bias = 0, res = 0, alias = 0,
-      ab = 0, nhwc = 0, acts[6] = {0, 0, 0, 0, 0, 0};  // every Activation
+      ab = 0, nhwc = 0, acts[8] = {};  // every Activation, none .. hardsigmoid
   for (const Case& c : random_cases()) {
     const auto& p = c.problem;
     strides3 += p.stride_h == 3 || p.stride_w == 3;
@@ -672,9 +672,10 @@ TEST(Oracle, SweepCoversWhatItClaims) {
     acts[int(c.epi.activation)]++;
   }
   EXPECT_GE(random_cases().size(), 200u);
-  for (int v : {strides3, pad_gt_half, dil3, dw, grouped, r7, bias, res, alias, ab, nhwc, acts[0], acts[1], acts[2],
-                acts[3], acts[4], acts[5]})
+  static_assert(int(Activation::hardsigmoid) == 7, "acts[] counts every Activation");
+  for (int v : {strides3, pad_gt_half, dil3, dw, grouped, r7, bias, res, alias, ab, nhwc})
     EXPECT_GE(v, 5);
+  for (int a = 0; a < 8; ++a) EXPECT_GE(acts[a], 5) << "activation " << to_string(Activation(a));
   double macs = 0;
   for (const Case& c : random_cases()) macs += c.problem.flops() / 2;
   std::printf("  %zu random cases, %.1f M multiply-adds in all\n", random_cases().size(), macs / 1e6);
