@@ -11,7 +11,7 @@ CUDNN_ARGS=(); [ -f "$TORCH_CUDNN/include/cudnn_version.h" ] && CUDNN_ARGS=(-DCO
 rc=0
 if [ ! -x "$BUILD/tools/convkit" ] || [ "${REBUILD:-1}" = 1 ]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${CUDNN_ARGS[@]}" >"$OUT/build.log" 2>&1 &&
-    cmake --build "$BUILD" -j "$(nproc)" --target convkit_tests convkit >>"$OUT/build.log" 2>&1 || { echo "build FAILED"; tail -30 "$OUT/build.log"; exit 1; }
+    cmake --build "$BUILD" -j "$(nproc)" --target convkit_tests convkit_cli >>"$OUT/build.log" 2>&1 || { echo "build FAILED"; tail -30 "$OUT/build.log"; exit 1; }
 fi
 grep -E "depthwise.*(registers|spill)" "$OUT/build.log" | head -4
 T=$BUILD/tests/convkit_tests

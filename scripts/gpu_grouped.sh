@@ -18,7 +18,7 @@ rc=0
 t0=$(date +%s)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCONVKIT_BUILD_TESTS=ON \
   -DCONVKIT_BUILD_TOOLS=ON "${CUDNN_ARGS[@]}" >"$OUT/build.tmp" 2>&1 &&
-  cmake --build "$BUILD" -j "$(nproc)" --target convkit_tests convkit >>"$OUT/build.tmp" 2>&1 ||
+  cmake --build "$BUILD" -j "$(nproc)" --target convkit_tests convkit_cli >>"$OUT/build.tmp" 2>&1 ||
   { echo "build FAILED"; tail -30 "$OUT/build.tmp"; exit 1; }
 grep -E "spill" "$OUT/build.tmp" | head -4 | tee -a "$LOG"; rm -f "$OUT/build.tmp"
 echo "build: $(( $(date +%s) - t0 )) s" | tee -a "$LOG"
