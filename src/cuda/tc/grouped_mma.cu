@@ -22,9 +22,9 @@
 // nvcc -Xptxas -v (sm_90): 60 (kWN 4) and 64 (kWN 2, 1) registers, __launch_bounds__(256, 4): 4 blocks an SM;
 // kWN 1 keeps one value in local memory across the main loop (4 bytes: one store, one load a thread);
 // 10-110 KiB of dynamic shared memory a block.
-// measured (H200, 2026-12-02, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0479 ms (0.68x cuDNN),
-// rnx50_g3x3_1024_7_g32 0.0236 ms (2 images a block; 0.58x cuDNN); geomean over ResNeXt-50's 7 grouped
-// layers 0.51x cuDNN.
+// measured (H200, 2026-12-02, commit 9817a54, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0388 ms
+// (0.84x cuDNN), rnx50_g3x3_1024_7_g32 0.0196 ms (2 images a block; 0.66x cuDNN); geomean over ResNeXt-50's
+// 7 grouped layers 0.65x cuDNN.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
