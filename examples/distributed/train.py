@@ -8,7 +8,8 @@
 Every rank builds the same model (convkit.nn.convert: every Conv2d runs convkit's kernels; BatchNorm,
 activations and the rest stay PyTorch's), wraps it in DistributedDataParallel or, with --fsdp, shards it
 with torch.distributed.fsdp.fully_shard (each ResNet stage, then the model), and trains with SGD on random
-images (bf16 channels_last on CUDA; fp32 on the CPU). Each step prints images/s per rank and in total; the
+images (bf16 channels_last on CUDA; fp32 on the CPU; --memory-format to choose; under --fsdp the weights stay
+contiguous, as FSDP2 requires). Each step prints images/s per rank and in total; the
 first --warmup steps are not counted. With --eval, the trained weights are then fused (convkit.fuse: BatchNorm
 folded, activation and residual in the epilogue) and one evaluation pass is timed on rank 0.
 NCCL on CUDA (one GPU per rank, LOCAL_RANK), gloo on the CPU. NVLink multicast stays off (NCCL_NVLS_ENABLE=0
@@ -38,6 +39,9 @@ def main():
     ap.add_argument("--eval", action="store_true", help="then one timed evaluation pass of convkit.fuse(model)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--memory-format", choices=("channels_last", "contiguous"), default=None,
+                    help="of the images and, under DDP, of the weights (default: channels_last on CUDA, "
+                         "contiguous on the CPU)")
     ap.add_argument("--torch", action="store_true",
                     help="the baseline: PyTorch's own convolutions (cuDNN on CUDA), no convkit.nn.convert")
     a = ap.parse_args()
@@ -51,13 +55,18 @@ def main():
     dist.init_process_group("nccl" if cuda else "gloo")
     dev = torch.device("cuda", local) if cuda else torch.device("cpu")
     dtype = torch.bfloat16 if cuda else torch.float32
-    fmt = torch.channels_last if cuda else torch.contiguous_format
+    fmt_name = a.memory_format or ("channels_last" if cuda else "contiguous")
+    fmt = torch.channels_last if fmt_name == "channels_last" else torch.contiguous_format
+    # FSDP2 shards only contiguous parameters ("FSDP does not support non-contiguous parameters yet"): under
+    # --fsdp the weights stay KCRS and only the images are channels_last; each convolution then makes its
+    # channels_last copy of the (gathered) weight, as cuDNN's does.
+    wfmt = torch.contiguous_format if a.fsdp else fmt
 
     torch.manual_seed(0)  # the same initial weights on every rank
     model = getattr(torchvision.models, a.model)(weights=None)
     if not a.torch:
-        model = convkit.nn.convert(model, memory_format=fmt)
-    model = model.to(device=dev, dtype=dtype, memory_format=fmt)
+        model = convkit.nn.convert(model, memory_format=wfmt)
+    model = model.to(device=dev, dtype=dtype, memory_format=wfmt)
     if a.fsdp:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
