@@ -5,6 +5,7 @@ examples/distributed/train.py runs under torchrun as the README says."""
 import os
 import pathlib
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -124,7 +125,13 @@ def test_the_distributed_example_trains_under_torchrun(extra):
     channels_last is the CUDA default: under FSDP2 it must leave the parameters contiguous (FSDP2 refuses
     channels_last ones)."""
     script = pathlib.Path(__file__).resolve().parents[2] / "examples" / "distributed" / "train.py"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(WORLD), str(script),
+    # The README's form (static rendezvous at 127.0.0.1) on a free port, not --standalone: its C10d store is
+    # reached by the name "localhost", which a minimal Debian (debootstrap, no /etc/hosts) cannot resolve.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--master-addr", "127.0.0.1",
+           "--master-port", str(port), "--nproc_per_node", str(WORLD), str(script),
            "--device", "cpu", "--model", "resnet18", "--batch", "2", "--image-size", "32", "--steps", "3",
            "--warmup", "1"] + extra
     env = dict(os.environ, OMP_NUM_THREADS="1")
