@@ -27,3 +27,31 @@ def test_bench_host_times_the_cpu_path():
     assert len(rows) == 2, r.stdout
     assert "geomean module / torch" in r.stdout
     assert "convkit::conv2d" in r.stdout  # the profiler saw the op
+
+
+def test_ab_compare_reads_bench_json(tmp_path):
+    """scripts/ab_compare.py (the comparison of scripts/gpu_ab.sh) on two trees' bench files: the best convkit
+    algorithm per problem, the ratio to the peer in each tree, B over A, and the geomeans."""
+    import json
+
+    def bench(path, times):
+        rows = []
+        for prob, (peer, algos) in times.items():
+            rows.append(dict(problem=prob, algorithm="cudnn", is_peer=True, status="ok", median_ms=peer))
+            rows += [dict(problem=prob, algorithm=a, status="ok", median_ms=ms) for a, ms in algos.items()]
+        rows.append(dict(problem="p3", algorithm="x", status="error: no", median_ms=0.0))
+        path.write_text(json.dumps(dict(rows=rows)))
+        return str(path)
+
+    a = bench(tmp_path / "a.json", {"p1": (1.0, {"x": 2.0, "y": 1.25}), "p2": (2.0, {"x": 2.0})})
+    b = bench(tmp_path / "b.json", {"p1": (1.0, {"x": 1.0}), "p2": (2.0, {"x": 4.0})})
+    r = subprocess.run([sys.executable, str(SCRIPTS / "ab_compare.py"), "--a", a, "--b", b], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = {line.split(" | ")[0].strip("| *").split("*")[0]: line for line in r.stdout.splitlines()
+             if line.startswith("| ")}
+    assert "0.80x" in lines["p1"] and "1.250x" in lines["p1"]  # A's best is y (1.25 ms); B 1.0 ms
+    assert "0.500x" in lines["p2"]
+    assert "p3" not in lines
+    # geomeans: A x peer sqrt(0.8 * 1.0), B x peer sqrt(1.0 * 0.5), B / A sqrt(1.25 * 0.5)
+    assert "**0.894x**" in lines["geomean"] and "**0.707x**" in lines["geomean"] and "**0.791x**" in lines["geomean"]
