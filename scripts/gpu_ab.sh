@@ -9,7 +9,7 @@
 # DIR_A and DIR_B are source trees, e.g. `mkdir -p ab/old && git archive 2e411d6 | tar -x -C ab/old` on the
 # machine that has the repository, before the device call. Environment: ROUNDS (default 2), ALGOS (default
 # cuda_igemm_wgmma,cuda_igemm_mma), BENCH_S (seconds a bench, default 150). Writes OUTDIR/ab.md and the JSON
-# files (ab_<tree>_<suite>_<round>.json); exit 1 if a build or a bench failed.
+# files (ab_<tree>_<suite>_<dtype>_<round>.json); exit 1 if a build or a bench failed.
 set -u -o pipefail
 [ $# -ge 3 ] || { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 OUT=$1 A=$2 B=$3; shift 3
@@ -19,8 +19,9 @@ mkdir -p "$OUT"
 TORCH_CUDNN=${CONVKIT_CUDNN_ROOT:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn}
 CUDNN_ARGS=(); [ -f "$TORCH_CUDNN/include/cudnn_version.h" ] && CUDNN_ARGS=(-DCONVKIT_CUDNN_ROOT="$TORCH_CUDNN")
 rc=0
+tree_dir() { [ "$1" = A ] && echo "$A" || echo "$B"; }
 for tree in A B; do
-  src=$([ $tree = A ] && echo "$A" || echo "$B")
+  src=$(tree_dir $tree)
   t0=$(date +%s)
   cmake -S "$src" -B "$src/build-ab" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCONVKIT_BUILD_TOOLS=ON -DCONVKIT_BUILD_TESTS=OFF "${CUDNN_ARGS[@]}" >"$OUT/build_$tree.log" 2>&1 &&
@@ -35,8 +36,7 @@ done
     a_files=() b_files=()
     for round in $(seq 1 "${ROUNDS:-2}"); do
       for tree in A B; do
-        src=$([ $tree = A ] && echo "$A" || echo "$B")
-        cli=$src/build-ab/tools/convkit json=$OUT/ab_${tree}_${suite}_${dt}_$round.json
+        cli=$(tree_dir $tree)/build-ab/tools/convkit json=$OUT/ab_${tree}_${suite}_${dt}_$round.json
         cache=$(mktemp)
         CONVKIT_TUNE_CACHE=$cache timeout 90 "$cli" tune --suite "$suite" --device cuda --dtype "$dt" --layout nhwc \
           >/dev/null 2>&1 || echo "tune $tree $suite:$dt round $round failed"
