@@ -16,12 +16,14 @@
 # a cuDNN kernel (the peer's) is counted apart. Exit 1 if a test failed, reported an error (cuDNN's too) or
 # timed out, 3 if the time ran out before the shard was done (the totals say how far it got).
 # SAN_DONE: a sanitize_<shard>.tsv of an earlier call; the (tool, test) runs it passed or skipped are not run again.
+# SAN_FROM: the index (0-based, in the list's order) of the first test to run; the ones before it are left out
+# (to go on where a call that stopped at 'not reached' ended, when its tsv is not at hand).
 # SAN_FILTER: an extended regular expression (grep -E); only the tests whose Suite.Test name matches it run
 # (the tests past 2^31 elements need minutes under memcheck: SAN_FILTER='Past2|2e31' SAN_TEST_S=540).
 # Expects the GPU check's build (BUILD_DIR, default build-gpu): run scripts/gpu_check.sh first, or
 # cmake --build it yourself.
 set -u
-[ $# -ge 4 ] || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 OUTDIR=$1 TOOLS=$2 SHARD=$3 TOTAL=$4 BUDGET=${5:-540}
 for tool in ${TOOLS//,/ }; do
   case "$tool" in memcheck|racecheck|synccheck|initcheck) ;; *) echo "unknown tool '$tool'" >&2; exit 2 ;; esac
@@ -48,7 +50,9 @@ mapfile -t ALL < <("$TESTS" --gtest_list_tests | awk '
   { if [ -n "${SAN_FILTER:-}" ]; then grep -E -- "$SAN_FILTER"; else cat; fi; })
 # The work: (tool, test) pairs of this shard, tools interleaved so that every tool advances together.
 : >"$TMP/work"
+echo "${#ALL[@]} GPU tests in the list; from index ${SAN_FROM:-0}"
 for i in "${!ALL[@]}"; do
+  [ "$i" -ge "${SAN_FROM:-0}" ] || continue
   [ $(( i % TOTAL )) -eq "$SHARD" ] || continue
   for tool in ${TOOLS//,/ }; do
     if [ -n "${SAN_DONE:-}" ] && awk -F'\t' -v a="$tool" -v b="${ALL[$i]}" \
