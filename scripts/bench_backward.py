@@ -1,7 +1,7 @@
-"""Depthwise gradients on a GPU: convkit's kernels against PyTorch's cuDNN, in one process, and a training step.
+"""Gradients on a GPU: convkit's kernels against PyTorch's cuDNN, in one process, and a training step.
 
     python scripts/bench_backward.py [--suites mobilenet_v2,efficientnet_b0,convnext_tiny] [--configs bf16:nhwc,f32:nchw]
-                                     [--train mobilenet_v2] [--json out.json]
+                                     [--dense resnet50] [--train mobilenet_v2] [--json out.json]
 
 Layers: every depthwise problem (groups = C) of the bench/shapes suites. Each row: median ms
 (triton.testing.do_bench: CUDA events, warm-up, L2 flushed) of
@@ -12,6 +12,10 @@ Layers: every depthwise problem (groups = C) of the bench/shapes suites. Each ro
   convkit wgrad         torch.ops.convkit.conv2d_backward_weight
 and the floor: the bytes each gradient must move (dgrad: grad_out + w + grad_in; wgrad: x + grad_out + w),
 over --bw TB/s (the H200's measured copy rate, ../shared/ANCHORS.md).
+--dense: the weight gradient of every dense layer (groups = 1, not a 1x1 stride-1 GEMM) of those suites, bf16
+channels_last: cudnn wgrad, convkit's kernel (torch.ops.convkit.conv2d_backward_weight) and the correlation form
+it replaces (x and grad_out transposed into channels_last copies, then convkit.conv2d with grad_out as the filter:
+what the extension runs where the kernel does not take a layer), each with its relative error against cuDNN in fp32.
 --train: one training step (forward, backward, SGD) of the torchvision model at batch 32, bf16 channels_last:
 PyTorch eager, convkit.nn.convert with the gradient kernels, and the same with aten's backward
 (convkit._autograd.BACKWARD = "aten"), each with its median ms. --profile: the same steps under torch.profiler,
@@ -74,6 +78,39 @@ def layer_rows(suite, dtype, mf, bw):
         es = x.element_size()
         floor_d = (gz.numel() + w.numel() + x.numel()) * es / (bw * 1e12) * 1e3
         rows.append(dict(layer=name, **t, floor_ms=floor_d, rel_err=err))
+        print(f"  {name}: " + " ".join(f"{k} {val:.4f}" for k, val in t.items()), file=sys.stderr, flush=True)
+    return rows
+
+
+def dense_rows(suite):
+    rows = []
+    cl = torch.channels_last
+    for name, spec in read_suite(suite):
+        v = parse_spec(spec)
+        st, pd, dl = (v["uh"], v["uw"]), (v["ph"], v["pw"]), (v["dh"], v["dw"])
+        if v["g"] != 1 or v["c"] % 8 or v["k"] % 8 or (v["r"] == v["s"] == 1 and st == (1, 1)):
+            continue
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(v["n"], v["c"], v["h"], v["w"], device="cuda", generator=g).bfloat16().contiguous(memory_format=cl)
+        w = torch.randn(v["k"], v["c"], v["r"], v["s"], device="cuda", generator=g).bfloat16().contiguous(memory_format=cl)
+        gz = torch.randn(F.conv2d(x, w, stride=st, padding=pd, dilation=dl).shape, device="cuda",
+                         generator=g).bfloat16().contiguous(memory_format=cl)
+        aten = torch.ops.aten.convolution_backward
+        args = (list(st), list(pd), list(dl), 1)
+
+        def corr():
+            out = convkit.conv2d(x.transpose(0, 1).contiguous(memory_format=cl),
+                                 gz.transpose(0, 1).contiguous(memory_format=cl), None, dl, pd, st, 1)
+            return out[:, :, :v["r"], :v["s"]].transpose(0, 1).contiguous(memory_format=cl)
+
+        def kernel():
+            return torch.ops.convkit.conv2d_backward_weight(x, gz, list(w.shape), *args)
+
+        t = dict(cudnn_wgrad=bench(lambda: aten(gz, x, w, None, st, pd, dl, False, [0, 0], 1, [False, True, False])),
+                 convkit_wgrad=bench(kernel), convkit_corr=bench(corr))
+        ref = aten(gz.float(), x.float(), w.float(), None, st, pd, dl, False, [0, 0], 1, [False, True, False])[1]
+        errs = {k: float((f().float() - ref).norm() / ref.norm()) for k, f in (("err_kernel", kernel), ("err_corr", corr))}
+        rows.append(dict(layer=name, **t, **errs))
         print(f"  {name}: " + " ".join(f"{k} {val:.4f}" for k, val in t.items()), file=sys.stderr, flush=True)
     return rows
 
@@ -164,6 +201,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--suites", default="mobilenet_v2,efficientnet_b0,convnext_tiny")
     ap.add_argument("--configs", default="bf16:nhwc,f32:nchw")
+    ap.add_argument("--dense", default="")
     ap.add_argument("--train", default="")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--profile", action="store_true")
@@ -173,7 +211,7 @@ def main():
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.conv.fp32_precision = "ieee"
     report = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, cudnn=torch.backends.cudnn.version(),
-                  layers={}, train=[])
+                  layers={}, dense={}, train=[])
     for cfg in [c for c in a.configs.split(",") if c]:
         dt, lay = cfg.split(":")
         dtype = dict(bf16=torch.bfloat16, f16=torch.float16, f32=torch.float32)[dt]
@@ -191,6 +229,21 @@ def main():
                       f"{'%.4f' % ff if ff else '-'} | {r['cudnn_dgrad'] / min(r['convkit_dgrad'], ff or 9e9):.2f} | "
                       f"{r['cudnn_wgrad']:.4f} | {r['convkit_wgrad']:.4f} | {r['cudnn_wgrad'] / r['convkit_wgrad']:.2f} | "
                       f"{r['floor_ms']:.4f} | {r['rel_err']:.1e} |")
+    for suite in [s for s in a.dense.split(",") if s]:
+        print(f"{suite} dense wgrad", file=sys.stderr, flush=True)
+        rows = dense_rows(suite)
+        report["dense"][suite] = rows
+        print(f"\n### {suite} dense weight gradients, bf16 channels_last, ms\n")
+        print("| layer | cuDNN | convkit kernel | x cuDNN | correlation form | x cuDNN | err kernel | err corr |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['layer']} | {r['cudnn_wgrad']:.4f} | {r['convkit_wgrad']:.4f} | "
+                  f"{r['cudnn_wgrad'] / r['convkit_wgrad']:.2f} | {r['convkit_corr']:.4f} | "
+                  f"{r['cudnn_wgrad'] / r['convkit_corr']:.2f} | {r['err_kernel']:.1e} | {r['err_corr']:.1e} |")
+        if rows:
+            import math
+            gm = lambda key: math.exp(sum(math.log(r["cudnn_wgrad"] / r[key]) for r in rows) / len(rows))  # noqa: E731
+            print(f"| **geomean** ({len(rows)} layers) | | | **{gm('convkit_wgrad'):.2f}** | | **{gm('convkit_corr'):.2f}** | | |")
     for m in [m for m in a.train.split(",") if m]:
         rows = train_rows(m, a.batch, a.profile)
         report["train"] += rows

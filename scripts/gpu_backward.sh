@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The depthwise gradient check on the H200 machine: build, the gradient tests (C++ and pytest),
-# compute-sanitizer memcheck and racecheck on the CUDA ones, then scripts/bench_backward.py (every depthwise
-# layer of the three suites against cuDNN, and a MobileNetV2 training step).
+# The gradient check on the H200 machine: build, the gradient tests (C++ and pytest), compute-sanitizer
+# memcheck and racecheck on the CUDA ones (the depthwise kernels and the dense weight-gradient kernel), then
+# scripts/bench_backward.py (every depthwise layer of the three suites against cuDNN by default; BENCH_ARGS
+# for the dense weight gradients and the training steps).
 #   scripts/gpu_backward.sh OUTDIR [BUILD_DIR]
 # Environment: BENCH_ARGS (more bench_backward.py arguments), SAN_TOOLS (default "memcheck racecheck"),
 # PYTESTS (the pytest files).
@@ -24,7 +25,7 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|rel|error" "$OUT/tests.log" | hea
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for tool in ${SAN_TOOLS-memcheck racecheck}; do
   f='CudaBackward.*:-CudaBackward.DepthwisePast2To31Elements'
-  [ $tool = racecheck ] && f='CudaBackward.DepthwiseBitEqual*:CudaBackward.DepthwiseWeightGradient*'
+  [ $tool = racecheck ] && f='CudaBackward.DepthwiseBitEqual*:CudaBackward.DepthwiseWeightGradient*:CudaBackward.Dense*'
   CONVKIT_REQUIRE_GPU=1 timeout ${SAN_S:-120} "$SAN" --tool $tool --error-exitcode 86 --print-limit 10 "$T" \
     --gtest_filter="$f" >"$OUT/$tool.log" 2>&1 || rc=1
   echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$tool.log" | tail -1)"

@@ -4,7 +4,10 @@
 //   CUDA: the depthwise kernels bit-equal to the CPU reference on small integers in f32 (filters 1x1 to
 //        31x31, multipliers 1 to 4, strides 1 to 3, dilation, padding past R/2, channel counts off the vector
 //        width, 1x1 and 1xW images, both layouts, misaligned pointers), within 1e-2 (relative L2) in f16 and
-//        bf16, the weight gradient the same bits on every call, past 2^31 elements, and the errors. (A
+//        bf16, the weight gradient the same bits on every call, past 2^31 elements, and the errors; the dense
+//        weight-gradient kernel (f16/bf16 NHWC) bit-equal to the reference rounded once on small integers
+//        (1x1 to 7x7, strides, dilation, padding past R/2, partial tiles of channels, columns and pixels, many
+//        pixel slices), within 1e-2 on Gaussian data, the same bits on every call, and what it refuses. (A
 //        problem's batch is at least 1; the PyTorch ops answer an empty batch themselves.)
 #include <gtest/gtest.h>
 
@@ -245,6 +248,94 @@ TEST(CudaBackward, RefusesWhatItHasNoKernelFor) {
     EXPECT_EQ(e.code(), StatusCode::unsupported);
     EXPECT_NE(std::string(e.what()).find("depthwise"), std::string::npos) << e.what();
   }
+}
+
+// Dense problems for the weight-gradient kernel: partial 64-channel and 128-column tiles, a 32-pixel chunk
+// cut short, 1x1 strided, 7x7, 5x3 with dilation, padding past R/2, C = 8 (one piece a tap), K past 128,
+// and one with thousands of pixels (many slices).
+const char* kDenseSpecs[] = {
+    "n1c8h5w5k8r3s3p1",        "n2c16h7w9k24r3s3p1",        "n3c24h11w13k72r3s3p1u2",
+    "n1c32h9w9k16r1s1u2",      "n2c8h14w14k40r7s7p3u2",     "n1c16h10w12k8r5s3p2d2",
+    "n2c8h6w6k16r3s3p3",       "n1c136h6w7k136r3s3p1",      "n4c64h32w32k64r3s3p1",
+    "n1c8h1w1k8r3s3p1",        "n2c40h5w3k32r2s2p0u1",
+};
+
+ckt::HostTensor rounded_to(DType t, const ckt::HostTensor& f) {
+  ckt::HostTensor h(t, f.layout, f.dims);
+  h.fill_logical(f.logical());
+  return h;
+}
+
+TEST(CudaBackward, DenseWeightGradientBitEqualOnSmallIntegers) {
+  if (!gpu_here()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(31);
+  int i = 0;
+  for (DType dt : {DType::bf16, DType::f16})
+    for (const char* spec : kDenseSpecs) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      const ckt::HostTensor x = filled(dt, Layout::nhwc, input_dims(p), rng, true);
+      const ckt::HostTensor gz = filled(dt, Layout::nhwc, output_dims(p), rng, true);
+      ckt::HostTensor want(DType::f32, Layout::nhwc, weight_dims(p));
+      conv2d_backward_weight(p, as_f32(x).view_const(), as_f32(gz).view_const(), want.view());
+      // every third case with the weight gradient's own buffer misaligned (x and gz must be aligned)
+      DeviceTensor dx(x, 0), dgz(gz, 0), dgw(dt, Layout::nhwc, weight_dims(p), (i++ % 3 == 2) ? 1 : 0);
+      conv2d_backward_weight(p, dx.view, dgz.view, dgw.view);
+      device_synchronize(Device::cuda);
+      EXPECT_EQ(dgw.copy_out().bytes, rounded_to(dt, want).bytes) << spec << " " << to_string(dt);
+    }
+}
+
+TEST(CudaBackward, DenseWeightGradientWithinBoundAndTheSameBitsOnEveryCall) {
+  if (!gpu_here()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(32);
+  for (DType dt : {DType::bf16, DType::f16})
+    for (const char* spec : {"n2c16h7w9k24r3s3p1", "n4c64h32w32k64r3s3p1", "n2c8h14w14k40r7s7p3u2"}) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      const ckt::HostTensor x = filled(dt, Layout::nhwc, input_dims(p), rng, false);
+      const ckt::HostTensor gz = filled(dt, Layout::nhwc, output_dims(p), rng, false);
+      ckt::HostTensor want(DType::f32, Layout::nhwc, weight_dims(p));
+      conv2d_backward_weight(p, as_f32(x).view_const(), as_f32(gz).view_const(), want.view());
+      DeviceTensor dx(x, 0), dgz(gz, 0), dgw(dt, Layout::nhwc, weight_dims(p), 0);
+      std::vector<unsigned char> first;
+      for (int call = 0; call < 3; ++call) {
+        dgw.buf.fill_bytes(0xFF);
+        conv2d_backward_weight(p, dx.view, dgz.view, dgw.view);
+        device_synchronize(Device::cuda);
+        const ckt::HostTensor got = dgw.copy_out();
+        if (call == 0) {
+          first = got.bytes;
+          EXPECT_LE(rel_l2(got, want), 1e-2) << spec << " " << to_string(dt);
+        } else {
+          EXPECT_EQ(got.bytes, first) << spec << " " << to_string(dt) << " call " << call;
+        }
+      }
+    }
+}
+
+TEST(CudaBackward, DenseWeightGradientRefusesWhatItCannotDo) {
+  if (!gpu_here()) GTEST_SKIP() << "no CUDA device";
+  auto refused = [](const char* spec, DType dt, Layout l, int64_t shift, const char* word) {
+    const Conv2dProblem p = Conv2dProblem::parse(spec);
+    DeviceTensor dx(dt, l, input_dims(p), shift), dgz(dt, l, output_dims(p), 0), dgw(dt, l, weight_dims(p), 0);
+    try {
+      conv2d_backward_weight(p, dx.view, dgz.view, dgw.view);
+      device_synchronize(Device::cuda);
+      ADD_FAILURE() << spec << " " << to_string(dt) << " " << to_string(l) << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), StatusCode::unsupported) << spec;
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << spec << ": " << e.what();
+    }
+  };
+  refused("n1c8h5w5k8r3s3p1", DType::f32, Layout::nhwc, 0, "f32");
+  refused("n1c8h5w5k8r3s3p1", DType::bf16, Layout::nchw, 0, "NHWC");
+  refused("n1c12h5w5k8r3s3p1", DType::bf16, Layout::nhwc, 0, "multiples of 8");
+  refused("n1c16h5w5k16r3s3p1g2", DType::bf16, Layout::nhwc, 0, "ungrouped");
+  refused("n1c8h5w5k8r3s3p1", DType::bf16, Layout::nhwc, 1, "aligned");
+  // and a dense data gradient has no kernel (it is a convolution)
+  const Conv2dProblem p = Conv2dProblem::parse("n1c8h5w5k8r3s3p1");
+  DeviceTensor dgz(DType::bf16, Layout::nhwc, output_dims(p), 0), dw(DType::bf16, Layout::nhwc, weight_dims(p), 0),
+      dgx(DType::bf16, Layout::nhwc, input_dims(p), 0);
+  EXPECT_THROW(conv2d_backward_data(p, dgz.view, dw.view, dgx.view), Error);
 }
 
 // N*H*W past 2^31 pixels (the kernels' 64-bit pixel decode), bf16, one channel: sampled data-gradient

@@ -11,7 +11,9 @@
 // Supported:
 //   CPU:  f32, every problem conv2d() accepts (a direct reference with float64 sums, exact: the test oracle).
 //   CUDA: depthwise problems (groups = C, any channel multiplier K/C), f32, f16 and bf16 (fp32
-//         accumulation, one rounding), NHWC and NCHW, every filter size, stride, dilation and padding.
+//         accumulation, one rounding), NHWC and NCHW, every filter size, stride, dilation and padding;
+//         and the weight gradient of dense problems (groups = 1) in f16 and bf16 NHWC with C and K
+//         multiples of 8 and 16-byte aligned x and grad_out (tensor cores, fp32 sums, one rounding).
 //         Other problems' gradients are convolutions of their own (the data gradient: grad_out convolved
 //         with the flipped, transposed filters; the weight gradient: the input correlated with grad_out),
 //         which the PyTorch extension builds from conv2d(); here they throw Error(unsupported).

@@ -584,7 +584,8 @@ TORCH_LIBRARY(convkit, m) {
   m.def(
       "conv2d_per_sample(Tensor x, Tensor w, Tensor? bias, int[2] stride, int[2] padding, int[2] dilation, "
       "int groups, str activation) -> Tensor");
-  // The gradients of a convolution (convkit/backward.hpp): on CUDA depthwise problems only, on the CPU f32.
+  // The gradients of a convolution (convkit/backward.hpp): on CUDA depthwise problems and dense 16-bit NHWC
+  // weight gradients, on the CPU f32.
   m.def(
       "conv2d_backward_data(Tensor grad_out, Tensor weight, int[] input_size, int[2] stride, int[2] padding, "
       "int[2] dilation, int groups) -> Tensor");

@@ -2,7 +2,9 @@
 convkit.conv2d's backward through them on CUDA depthwise layers.
 
 On the CPU the ops are the library's f32 reference (every problem); on CUDA they are the depthwise gradient
-kernels, which the C++ autograd uses for every depthwise layer of a CUDA model (any stride: no aten fallback).
+kernels, which the C++ autograd uses for every depthwise layer of a CUDA model (any stride: no aten fallback),
+and the dense weight-gradient kernel (16-bit channels_last), which it uses for the weight of every such layer
+that is not a 1x1 stride-1 GEMM.
 Each is checked against PyTorch's autograd of F.conv2d in float64.
 """
 import pytest
@@ -90,6 +92,41 @@ def test_conv2d_backward_of_depthwise_layers_on_cuda(name, memory_format):
     want = torch.autograd.grad(F.relu6(F.conv2d(*ref, **conv)), ref, gz.double().cpu())
     for g_, w_, what in zip(got, want, ("x", "w", "bias")):
         torch.testing.assert_close(g_.double().cpu(), w_, rtol=1e-4, atol=1e-4, msg=lambda m: f"{what}: {m}")
+
+
+# Dense layers for the tensor-core weight-gradient kernel (16-bit channels_last, C and K multiples of 8):
+# N, C, H, W, K, R, S, stride, padding, dilation, groups
+DENSE = {
+    "3x3": (2, 16, 9, 11, 24, 3, 3, 1, 1, 1, 1),
+    "3x3_stride2_odd": (3, 24, 13, 11, 72, 3, 3, 2, 1, 1, 1),
+    "7x7_stride2": (2, 8, 14, 14, 40, 7, 7, 2, 3, 1, 1),
+    "1x1_stride2": (2, 32, 9, 9, 16, 1, 1, 2, 0, 1, 1),
+    "5x5_dilation2_pad4": (1, 16, 12, 10, 8, 5, 5, 1, 4, 2, 1),
+    "k136_many_pixels": (4, 136, 20, 20, 136, 3, 3, 1, 1, 1, 1),
+}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("name", list(DENSE))
+def test_dense_weight_gradient_kernel_on_cuda(name, dtype):
+    # the op itself, and convkit.conv2d's backward (which calls it for these layers), against float64 torch
+    cl = torch.channels_last
+    x, w, _, conv = make_case(DENSE[name], "cuda", dtype, cl, 5)
+    g = torch.Generator().manual_seed(1005)
+    gz = torch.randn(F.conv2d(x.double().cpu(), w.double().cpu(), **conv).shape, generator=g, dtype=torch.float64)
+    gz = gz.to(device="cuda", dtype=dtype).contiguous(memory_format=cl)
+    st, pd, dl, groups = _pairs(conv)
+    want_x, want_w = _reference(x, w, gz, conv)
+    gw = torch.ops.convkit.conv2d_backward_weight(x, gz, list(w.shape), st, pd, dl, groups)
+    assert gw.is_contiguous(memory_format=cl)
+    again = torch.ops.convkit.conv2d_backward_weight(x, gz, list(w.shape), st, pd, dl, groups)
+    assert torch.equal(gw, again), "not the same bits on a second call"
+    ours = [t.clone().requires_grad_() for t in (x, w)]
+    got_x, got_w = torch.autograd.grad(convkit.conv2d(*ours, **conv), ours, gz)
+    for got, want, what in ((gw, want_w, "op"), (got_w, want_w, "autograd w"), (got_x, want_x, "autograd x")):
+        err = (got.double().cpu() - want).norm() / want.norm()
+        assert err <= 2e-2, f"{what}: relative L2 error {err:.3g}"
 
 
 @pytest.mark.parametrize("device", DEVICES)

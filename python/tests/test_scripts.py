@@ -55,3 +55,15 @@ def test_ab_compare_reads_bench_json(tmp_path):
     assert "p3" not in lines
     # geomeans: A x peer sqrt(0.8 * 1.0), B x peer sqrt(1.0 * 0.5), B / A sqrt(1.25 * 0.5)
     assert "**0.894x**" in lines["geomean"] and "**0.707x**" in lines["geomean"] and "**0.791x**" in lines["geomean"]
+
+
+def test_the_weight_gradient_kernels_index_model_is_exact():
+    # scripts/emulate_wgrad_mma.py: src/cuda/tc/wgrad_mma.cu's pieces, swizzle, ldmatrix.trans and mma layout
+    pytest.importorskip("numpy")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "emulate_wgrad_mma.py"
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr

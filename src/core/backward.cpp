@@ -81,28 +81,38 @@ Status no_alias(const char* op, const TensorView& out, const TensorView& a, cons
   return Status::Ok();
 }
 
-// The one reason a request has no kernel, or ok.
-Support backward_support(const Conv2dProblem& pb, const ConvConfig& cfg) {
+// The one reason a request has no kernel, or ok. `weight`: the weight gradient (a dense layer's has a CUDA
+// kernel of its own; its data gradient is a convolution, which the extension runs as one).
+Support backward_support(const Conv2dProblem& pb, const ConvConfig& cfg, bool weight) {
   if (cfg.device == Device::cpu) {
     if (cfg.dtype != DType::f32)
       return Support::no(std::string("on the CPU the gradients are computed in f32 only, not ") +
                          to_string(cfg.dtype) + ".");
     return Support::yes();
   }
-  if (!is_depthwise(pb))
-    return Support::no("on CUDA convkit has gradient kernels for depthwise convolutions only (groups = C); the "
-                       "gradients of other problems are convolutions of their own (grad_out with the flipped, "
-                       "transposed filters; the input correlated with grad_out), as the PyTorch extension "
-                       "runs them.");
+  if (!is_depthwise(pb)) {
+    std::string why =
+        "on CUDA convkit has gradient kernels for depthwise convolutions (groups = C) and for the weight gradient "
+        "of dense ones; the gradients of other problems are convolutions of their own (grad_out with the "
+        "flipped, transposed filters; the input correlated with grad_out), as the PyTorch extension runs them.";
+    if (!weight) return Support::no(why);
+    if (Support s = detail::cuda_dense_wgrad_supports(pb, cfg); !s) return Support::no(why + " Here: " + s.reason);
+    return Support::yes();
+  }
   return detail::cuda_backward_supports(pb, cfg);
+}
+
+bool dense_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  return cfg.device == Device::cuda && !is_depthwise(pb);
 }
 
 void log_choice(const Conv2dProblem& pb, const ConvConfig& cfg, bool weight) {
   const std::string kind = weight ? "backward-weight" : "backward-data";
   if (!detail::dispatch_log_pending(pb, cfg, kind)) return;
   detail::DispatchReport r;
-  r.chosen = cfg.device == Device::cpu ? "cpu reference (float64 sums)"
-                                       : detail::cuda_backward_kernel_name(pb, cfg, weight);
+  r.chosen = cfg.device == Device::cpu       ? "cpu reference (float64 sums)"
+             : weight && dense_wgrad(pb, cfg) ? detail::cuda_dense_wgrad_kernel_name(pb, cfg)
+                                              : detail::cuda_backward_kernel_name(pb, cfg, weight);
   r.source = std::string("conv2d_") + (weight ? "backward_weight" : "backward_data") +
              " (convkit/backward.hpp: one kernel per device)";
   detail::log_dispatch(pb, cfg, r, kind);
@@ -136,26 +146,30 @@ void conv2d_backward_data(const Conv2dProblem& pb, const TensorView& gz, const T
                           const TensorView& gx, const BackwardOptions& opt) {
   throw_if_error(validate_backward_data(pb, gz, wei, gx));
   const ConvConfig cfg = config_of(gz);
-  if (Support s = backward_support(pb, cfg); !s) throw Error(StatusCode::unsupported, "conv2d_backward_data: " + s.reason);
+  if (Support s = backward_support(pb, cfg, false); !s)
+    throw Error(StatusCode::unsupported, "conv2d_backward_data: " + s.reason);
   log_choice(pb, cfg, false);
   if (cfg.device == Device::cpu) return cpu_backward_data(pb, gz, wei, gx);
   detail::cuda_depthwise_backward_data(pb, cfg, gz.data, wei.data, gx.data, opt.stream);
 }
 
 size_t backward_weight_workspace_bytes(const Conv2dProblem& pb, const ConvConfig& cfg) {
-  if (cfg.device == Device::cpu || !backward_support(pb, cfg)) return 0;
-  return detail::cuda_depthwise_backward_weight_workspace(pb, cfg);
+  if (cfg.device == Device::cpu || !backward_support(pb, cfg, true)) return 0;
+  return dense_wgrad(pb, cfg) ? detail::cuda_dense_wgrad_workspace(pb, cfg)
+                              : detail::cuda_depthwise_backward_weight_workspace(pb, cfg);
 }
 
 void conv2d_backward_weight(const Conv2dProblem& pb, const TensorView& x, const TensorView& gz,
                             const TensorView& gw, const BackwardOptions& opt) {
   throw_if_error(validate_backward_weight(pb, x, gz, gw));
   const ConvConfig cfg = config_of(x);
-  if (Support s = backward_support(pb, cfg); !s)
+  if (Support s = backward_support(pb, cfg, true); !s)
     throw Error(StatusCode::unsupported, "conv2d_backward_weight: " + s.reason);
   log_choice(pb, cfg, true);
   if (cfg.device == Device::cpu) return cpu_backward_weight(pb, x, gz, gw);
-  const size_t need = detail::cuda_depthwise_backward_weight_workspace(pb, cfg);
+  const bool dense = dense_wgrad(pb, cfg);
+  const size_t need = dense ? detail::cuda_dense_wgrad_workspace(pb, cfg)
+                            : detail::cuda_depthwise_backward_weight_workspace(pb, cfg);
   void* ws = opt.workspace;
   if (ws != nullptr && opt.workspace_bytes < need)
     throw Error(StatusCode::invalid_tensor, "conv2d_backward_weight: the workspace holds " +
@@ -166,6 +180,7 @@ void conv2d_backward_weight(const Conv2dProblem& pb, const TensorView& x, const 
     own = Buffer(Device::cuda, need);
     ws = own.data();
   }
+  if (dense) return detail::cuda_dense_wgrad(pb, cfg, x.data, gz.data, gw.data, ws, opt.stream);
   detail::cuda_depthwise_backward_weight(pb, cfg, x.data, gz.data, gw.data, ws, opt.stream);
 }
 

@@ -37,6 +37,15 @@ void cuda_depthwise_backward_weight(const Conv2dProblem&, const ConvConfig&, con
   no_cuda();
 }
 
+Support cuda_dense_wgrad_supports(const Conv2dProblem&, const ConvConfig&) {
+  return Support::no("this convkit was built without CUDA (nvcc was not found at configure time).");
+}
+std::string cuda_dense_wgrad_kernel_name(const Conv2dProblem&, const ConvConfig&) { return "none"; }
+size_t cuda_dense_wgrad_workspace(const Conv2dProblem&, const ConvConfig&) { return 0; }
+void cuda_dense_wgrad(const Conv2dProblem&, const ConvConfig&, const void*, const void*, void*, void*, void*) {
+  no_cuda();
+}
+
 void fill_cuda_info(SystemInfo& info) {
   info.cuda_built = false;
   info.cuda_error = "this convkit was built without CUDA (nvcc was not found at configure time).";

@@ -1,5 +1,5 @@
-// The warp-level tensor-core PTX that the mma.sync kernels share (cuda_igemm_mma, cuda_grouped_mma, and the
-// ldmatrix of cuda_conv_wgmma_halo): ldmatrix fragment loads and mma.sync m16n8k16 (m16n8k8 for tf32).
+// The warp-level tensor-core PTX that the mma.sync kernels share (cuda_igemm_mma, cuda_grouped_mma, the dense
+// weight gradient, and the ldmatrix of cuda_conv_wgmma_halo): ldmatrix fragment loads and mma.sync m16n8k16 (m16n8k8 for tf32).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,6 +13,15 @@ namespace convkit::detail {
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   // volatile + "memory": never hoisted above the barrier that publishes the stage it reads.
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// The same four, transposed on the way into registers: lane l receives column l / 4 (rows 2*(l % 4) and
+// 2*(l % 4) + 1) of each matrix; an operand staged reduction-major ([k][m] or [k][n]) becomes mma's fragment.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr)
                : "memory");
