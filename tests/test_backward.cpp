@@ -51,12 +51,15 @@ Grads cpu_grads(const Conv2dProblem& p, const ckt::HostTensor& x, const ckt::Hos
   return g;
 }
 
-// The same tensors in f32 (the CPU reference of a 16-bit run: the 16-bit values, exactly).
-ckt::HostTensor as_f32(const ckt::HostTensor& t) {
-  ckt::HostTensor f(DType::f32, t.layout, t.dims);
-  f.fill_logical(t.logical());
-  return f;
+// The same values in dtype t (rounded to nearest even where t cannot hold them).
+ckt::HostTensor rounded_to(DType t, const ckt::HostTensor& from) {
+  ckt::HostTensor h(t, from.layout, from.dims);
+  h.fill_logical(from.logical());
+  return h;
 }
+
+// The same tensors in f32 (the CPU reference of a 16-bit run: the 16-bit values, exactly).
+ckt::HostTensor as_f32(const ckt::HostTensor& t) { return rounded_to(DType::f32, t); }
 
 // Device copies; `shift` elements into their buffers (a misaligned pointer when not a multiple of 8).
 struct DeviceTensor {
@@ -259,12 +262,6 @@ const char* kDenseSpecs[] = {
     "n2c8h6w6k16r3s3p3",       "n1c136h6w7k136r3s3p1",      "n4c64h32w32k64r3s3p1",
     "n1c8h1w1k8r3s3p1",        "n2c40h5w3k32r2s2p0u1",
 };
-
-ckt::HostTensor rounded_to(DType t, const ckt::HostTensor& f) {
-  ckt::HostTensor h(t, f.layout, f.dims);
-  h.fill_logical(f.logical());
-  return h;
-}
 
 TEST(CudaBackward, DenseWeightGradientBitEqualOnSmallIntegers) {
   if (!gpu_here()) GTEST_SKIP() << "no CUDA device";

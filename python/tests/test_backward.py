@@ -29,9 +29,9 @@ CASES = {
 DEPTHWISE = [k for k in CASES if k.startswith("depthwise")]
 
 
-def _case(name, device, dtype, memory_format, seed=0):
+def _case(case, device, dtype, memory_format, seed=0):
     """x, w, grad_out (of the forward's output shape) and the conv arguments, every tensor in memory_format."""
-    x, w, _, conv = make_case(CASES[name], device, dtype, memory_format, seed)
+    x, w, _, conv = make_case(case, device, dtype, memory_format, seed)
     g = torch.Generator().manual_seed(seed + 1000)
     gz = torch.randn(F.conv2d(x.double().cpu(), w.double().cpu(), **conv).shape, generator=g, dtype=torch.float64)
     to = lambda t: t.to(device=device, dtype=dtype).contiguous(memory_format=memory_format)  # noqa: E731
@@ -52,7 +52,7 @@ def _pairs(conv):
 @pytest.mark.parametrize("memory_format", MEMORY_FORMATS, ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_ops_on_the_cpu_match_float64_torch(name, memory_format):
-    x, w, gz, conv = _case(name, "cpu", torch.float32, memory_format, seed=1)
+    x, w, gz, conv = _case(CASES[name], "cpu", torch.float32, memory_format, seed=1)
     st, pd, dl, groups = _pairs(conv)
     gx = torch.ops.convkit.conv2d_backward_data(gz, w, list(x.shape), st, pd, dl, groups)
     gw = torch.ops.convkit.conv2d_backward_weight(x, gz, list(w.shape), st, pd, dl, groups)
@@ -67,7 +67,7 @@ def test_ops_on_the_cpu_match_float64_torch(name, memory_format):
 @pytest.mark.parametrize("memory_format", MEMORY_FORMATS, ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("name", DEPTHWISE)
 def test_depthwise_ops_on_cuda_match_float64_torch(name, memory_format, dtype):
-    x, w, gz, conv = _case(name, "cuda", dtype, memory_format, seed=2)
+    x, w, gz, conv = _case(CASES[name], "cuda", dtype, memory_format, seed=2)
     st, pd, dl, groups = _pairs(conv)
     gx = torch.ops.convkit.conv2d_backward_data(gz, w, list(x.shape), st, pd, dl, groups)
     gw = torch.ops.convkit.conv2d_backward_weight(x, gz, list(w.shape), st, pd, dl, groups)
@@ -83,7 +83,7 @@ def test_depthwise_ops_on_cuda_match_float64_torch(name, memory_format, dtype):
 @pytest.mark.parametrize("name", DEPTHWISE)
 def test_conv2d_backward_of_depthwise_layers_on_cuda(name, memory_format):
     # The whole backward (activation, bias) of convkit.conv2d, stride 2 included, against float64 torch.
-    x, w, gz, conv = _case(name, "cuda", torch.float32, memory_format, seed=3)
+    x, w, gz, conv = _case(CASES[name], "cuda", torch.float32, memory_format, seed=3)
     b = torch.randn(w.shape[0], device="cuda")
     ours = [t.clone().requires_grad_() for t in (x, w, b)]
     out = convkit.conv2d(*ours, **conv, activation="relu6")
@@ -112,10 +112,7 @@ DENSE = {
 def test_dense_weight_gradient_kernel_on_cuda(name, dtype):
     # the op itself, and convkit.conv2d's backward (which calls it for these layers), against float64 torch
     cl = torch.channels_last
-    x, w, _, conv = make_case(DENSE[name], "cuda", dtype, cl, 5)
-    g = torch.Generator().manual_seed(1005)
-    gz = torch.randn(F.conv2d(x.double().cpu(), w.double().cpu(), **conv).shape, generator=g, dtype=torch.float64)
-    gz = gz.to(device="cuda", dtype=dtype).contiguous(memory_format=cl)
+    x, w, gz, conv = _case(DENSE[name], "cuda", dtype, cl, seed=5)
     st, pd, dl, groups = _pairs(conv)
     want_x, want_w = _reference(x, w, gz, conv)
     gw = torch.ops.convkit.conv2d_backward_weight(x, gz, list(w.shape), st, pd, dl, groups)
@@ -160,7 +157,7 @@ def test_bad_input_gets_a_clear_error(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_ops_trace_under_torch_compile(device):
-    x, w, gz, conv = _case("depthwise_stride2_odd", device, torch.float32, torch.channels_last, seed=4)
+    x, w, gz, conv = _case(CASES["depthwise_stride2_odd"], device, torch.float32, torch.channels_last, seed=4)
     st, pd, dl, groups = _pairs(conv)
 
     def both(x, w, gz):
