@@ -30,4 +30,14 @@ for spec in ${SUITES:-mobilenet_v2:bf16:nhwc efficientnet_b0:bf16:nhwc convnext_
     --algo cuda_depthwise --variants --json "$OUT/dw_${suite}_${dt}.json" >"$OUT/dw_${suite}_${dt}.txt" 2>&1 || rc=1
   echo "== $suite $dt $lay"; grep -E "dw|INCORRECT|geomean" "$OUT/dw_${suite}_${dt}.txt" | grep -v unsupported | head -40
 done
+# One kernel under Nsight Compute when NCU_KERNEL (a regex of its name) and NCU_PROBLEM (a problem spec) are set:
+# the first launch that matches, in bf16 NHWC unless NCU_DTYPE/NCU_LAYOUT say otherwise.
+if [ -n "${NCU_KERNEL:-}" ] && [ -n "${NCU_PROBLEM:-}" ]; then
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  timeout 180 "$NCU" --kernel-name "regex:$NCU_KERNEL" --launch-count 1 --section SpeedOfLight --section Occupancy \
+    --section LaunchStats --section MemoryWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
+    "$BUILD/tools/convkit" bench --problem "$NCU_PROBLEM" --device cuda --dtype "${NCU_DTYPE:-bf16}" \
+    --layout "${NCU_LAYOUT:-nhwc}" --algo cuda_depthwise --variants >"$OUT/ncu.txt" 2>&1 || rc=1
+  grep -E "Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|DRAM Throughput|L1/TEX Hit|L2 Hit|Issued Warp|No Eligible|Memory Throughput" "$OUT/ncu.txt" | head -20
+fi
 exit $rc

@@ -195,9 +195,9 @@ TEST(CudaDepthwise, EveryVariantBitEqualF32AndWithinBound16Bit) {
   }
 }
 
-// The heuristic's kernel for the common NHWC layers (the rule at variants_of in depthwise.cu): the rows
-// kernel at stride 2 and on images of 28 columns or more, the window kernel on smaller ones, the general
-// kernel where neither applies.
+// The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): the rows
+// kernel at stride 2 and on images of 28 columns or more, the window kernel on smaller ones, the column
+// kernel at f32 3x3 stride 2 and where neither applies, the general kernel where none does.
 TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
   const Algorithm* a = gpu_depthwise();
   if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
@@ -207,10 +207,19 @@ TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
       {"n32c240h28w28k240r5s5p2g240", "rows/256/d1"}, {"n32c96h56w56k96r7s7p3g96", "rows/256/d1"},
       {"n32c576h14w14k576r3s3p1u2g576", "rows/128/d1"}, {"n32c960h7w7k960r3s3p1g960", "window"},
       {"n32c384h14w14k384r7s7p3g384", "window"},      {"n32c144h56w56k144r3s3p1u3g144", "general"},
-      {"n32c17h56w56k17r3s3p1g17", "general"}};
+      {"n32c17h56w56k17r3s3p1g17", "general"},        {"n32c20h56w56k20r3s3p1g20", "cols"}};
   for (const auto& [spec, kernel] : want) {
     const std::vector<std::string> vs = a->variants(Conv2dProblem::parse(spec), cfg);
     EXPECT_EQ(vs.front(), kernel) << spec;
+    EXPECT_EQ(std::set<std::string>(vs.begin(), vs.end()).size(), vs.size()) << spec << ": a variant twice";
+  }
+  const ConvConfig f32{DType::f32, Layout::nhwc, Device::cuda, MathMode::strict};
+  const std::pair<const char*, const char*> want_f32[] = {
+      {"n32c144h56w56k144r3s3p1u2g144", "cols"}, {"n32c144h56w56k144r3s3p1g144", "rows/256/d1"},
+      {"n32c240h56w56k240r5s5p2u2g240", "rows/128/d1"}};
+  for (const auto& [spec, kernel] : want_f32) {
+    const std::vector<std::string> vs = a->variants(Conv2dProblem::parse(spec), f32);
+    EXPECT_EQ(vs.front(), kernel) << spec << " f32";
     EXPECT_EQ(std::set<std::string>(vs.begin(), vs.end()).size(), vs.size()) << spec << ": a variant twice";
   }
 }
