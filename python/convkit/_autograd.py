@@ -16,9 +16,12 @@ with y = act(z), z = conv(x, w) + bias + residual and gz = dL/dz:
     the same dilation and groups. Otherwise (stride > 1, or padding larger than the filter reach) it falls
     back to torch.ops.aten.convolution_backward (for conv2d_per_sample on the batch folded into groups),
     inside the opaque op convkit::_aten_conv_grads under the op's math mode (strict_conv_math below).
-  * weight: a correlation of x with gz, run by convkit as a convolution in every case: the batch becomes the
-    reduction (channel) axis, gz the filter, stride and dilation swap roles, and the result is cropped to R x S.
-    For conv2d_per_sample the samples are folded into groups, so each sample only meets its own gz.
+  * weight: a correlation of x with gz, run by convkit as a convolution: the batch becomes the reduction
+    (channel) axis, gz the filter, stride and dilation swap roles, and the result is cropped to R x S. For
+    conv2d_per_sample the samples are folded into groups, so each sample only meets its own gz. Depthwise layers
+    have kernels of their own, and a 1x1 stride-1 layer is one GEMM. A dense (groups = 1) float16/bfloat16 layer
+    on CUDA takes aten's convolution_backward (cuDNN) for this gradient: convkit's kernels for it ran 0.24-0.53x
+    cuDNN's time on the H200 (docs/perf.md); CONVKIT_DENSE_WGRAD=convkit in the environment keeps them.
 If convkit has no kernel for a backward problem (NotImplementedError, e.g. a dtype without a kernel yet), the
 whole backward falls back to aten.convolution_backward; set convkit._autograd.BACKWARD = "aten" to always
 use it (a debugging aid; it applies to convkit.conv2d / conv2d_per_sample in eager mode).

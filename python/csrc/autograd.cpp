@@ -22,6 +22,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <tuple>
@@ -215,6 +216,20 @@ bool dense_wgrad_kernel_takes(const at::Tensor& gz, const at::Tensor& x, const a
   return !at::GradMode::is_enabled() || (!gz.requires_grad() && !x.requires_grad() && !w.requires_grad());
 }
 
+// A dense (groups = 1) 16-bit layer on CUDA whose weight gradient is not the 1x1 GEMM: that gradient by aten's
+// convolution_backward (cuDNN), not by convkit. On the H200 (2026-12-02, docs/perf.md, ResNet-50's 10 dense
+// layers, bf16 channels_last batch 32) convkit's tensor-core kernel ran 0.24-0.53x cuDNN's time (geomean
+// 0.34x) and the correlation form 0.10-0.37x, and a ResNet-50 training step took 37.0 ms against 29.1 ms with
+// aten's backward. CONVKIT_DENSE_WGRAD=convkit in the environment keeps convkit's kernels (read once).
+bool dense_wgrad_by_aten(const at::Tensor& x, int64_t groups, bool per_sample) {
+  static const bool keep_convkit = [] {
+    const char* v = std::getenv("CONVKIT_DENSE_WGRAD");
+    return v != nullptr && std::string(v) == "convkit";
+  }();
+  const at::ScalarType t = x.scalar_type();
+  return !keep_convkit && !per_sample && groups == 1 && x.is_cuda() && (t == at::kBFloat16 || t == at::kHalf);
+}
+
 // (dL/dx, dL/dw) of the convolution itself (as _conv_grads): the data gradient by convkit where it is a
 // convolution, by aten's convolution_backward otherwise; aten for both when convkit has no kernel for one.
 std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Tensor& x, const at::Tensor& w,
@@ -259,6 +274,9 @@ std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Ten
       gw = backward_weight_op(x, gz, w.sizes(), stride, padding, dilation, groups).contiguous(memory_format_of(w));
     else if (need_w && pointwise_as_gemm(x, gz, w, stride, padding, groups, per_sample))
       gw = pointwise_weight_grad(x, gz).contiguous(memory_format_of(w));
+    else if (need_w && dense_wgrad_by_aten(x, groups, per_sample))
+      gw = aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, false, true, tf32)
+               .second.contiguous(memory_format_of(w));
     else if (need_w && dense_wgrad_kernel_takes(gz, x, w, groups, per_sample))
       gw = backward_weight_op(x, gz, w.sizes(), stride, padding, dilation, groups).contiguous(memory_format_of(w));
     else if (need_w)

@@ -110,7 +110,8 @@ DENSE = {
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 @pytest.mark.parametrize("name", list(DENSE))
 def test_dense_weight_gradient_kernel_on_cuda(name, dtype):
-    # the op itself, and convkit.conv2d's backward (which calls it for these layers), against float64 torch
+    # the op itself, and convkit.conv2d's backward (cuDNN's weight gradient for these layers unless
+    # CONVKIT_DENSE_WGRAD=convkit), against float64 torch
     cl = torch.channels_last
     x, w, gz, conv = _case(DENSE[name], "cuda", dtype, cl, seed=5)
     st, pd, dl, groups = _pairs(conv)
