@@ -18,6 +18,8 @@ inline constexpr const char* kDepthwiseSpecs[] = {
     "n2c32h70w23k32r3s3p1g32",       "n64c64h128w16k64r3s3p1g64",    "n2c48h33w31k48r5s5p2u2g48",
     "n1c32h21w20k32r3s3p2dh2g32",    "n1c24h13w9k24r7s3ph3pw1g24",   "n2c20h17w19k20r3s3p1g20",
     // the column kernel: padding past R/2 at 3x3 and 5x5, 5x5 stride 2 on odd sizes with 8 channels
-    "n2c16h9w11k16r3s3p2g16",        "n2c24h15w13k24r5s5p3g24",      "n1c8h7w9k8r5s5p3u2g8"};
+    "n2c16h9w11k16r3s3p2g16",        "n2c24h15w13k24r5s5p3g24",      "n1c8h7w9k8r5s5p3u2g8",
+    // the tensor-core kernel: a width past its widest tile (Q = 75 in tiles of 25), dilation along W
+    "n1c16h10w75k16r3s3p2dw2g16"};
 
 }  // namespace ckt

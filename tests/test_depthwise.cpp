@@ -146,15 +146,15 @@ TEST(CudaDepthwise, SixteenBitWithinBoundEveryActivation) {
       }
 }
 
-// Every kernel (variant) that takes a problem, not only the heuristic's: the rows, window and general
-// kernels must agree on the shapes where more than one applies.
+// Every kernel (variant) that takes a problem, not only the heuristic's: the rows, tensor-core, column, window
+// and general kernels must agree on the shapes where more than one applies.
 TEST(CudaDepthwise, EveryVariantBitEqualF32AndWithinBound16Bit) {
   const Algorithm* a = gpu_depthwise();
   if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
   CKT_REQUIRE_USABLE(*a);
   uint32_t seed = 900;
   int act = 0, multi = 0;
-  for (DType dt : {DType::f32, DType::bf16})
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
     for (const char* spec : ckt::kDepthwiseSpecs)
       for (Layout l : {Layout::nchw, Layout::nhwc}) {
         const Conv2dProblem p = Conv2dProblem::parse(spec);
@@ -197,7 +197,8 @@ TEST(CudaDepthwise, EveryVariantBitEqualF32AndWithinBound16Bit) {
 
 // The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): the rows
 // kernel at stride 2 and on images of 28 columns or more, the window kernel on smaller ones, the column
-// kernel at f32 3x3 stride 2 and where neither applies, the general kernel where none does.
+// kernel at f32 3x3 stride 2 and where neither applies, the tensor-core kernel where only the general one
+// would (16-bit, stride 3), the general kernel where none does.
 TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
   const Algorithm* a = gpu_depthwise();
   if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
@@ -206,7 +207,7 @@ TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
       {"n32c144h56w56k144r3s3p1g144", "rows/256/d1"}, {"n32c96h112w112k96r3s3p1u2g96", "rows/128/d1"},
       {"n32c240h28w28k240r5s5p2g240", "rows/256/d1"}, {"n32c96h56w56k96r7s7p3g96", "rows/256/d1"},
       {"n32c576h14w14k576r3s3p1u2g576", "rows/128/d1"}, {"n32c960h7w7k960r3s3p1g960", "window"},
-      {"n32c384h14w14k384r7s7p3g384", "window"},      {"n32c144h56w56k144r3s3p1u3g144", "general"},
+      {"n32c384h14w14k384r7s7p3g384", "window"},      {"n32c144h56w56k144r3s3p1u3g144", "mma/128/s4"},
       {"n32c17h56w56k17r3s3p1g17", "general"},        {"n32c20h56w56k20r3s3p1g20", "cols"}};
   for (const auto& [spec, kernel] : want) {
     const std::vector<std::string> vs = a->variants(Conv2dProblem::parse(spec), cfg);

@@ -491,6 +491,7 @@ __global__ void __launch_bounds__(256) depthwise_nchw_window_kernel(ConvDims d, 
 
 #include "cuda/direct/depthwise_rows.cuh"
 #include "cuda/direct/depthwise_cols.cuh"
+#include "cuda/direct/depthwise_mma.cuh"
 
 namespace convkit::detail {
 namespace {
@@ -695,15 +696,78 @@ DwCols plan_cols(const Conv2dProblem& pb) {
   return t;
 }
 
-// The kernel of one call: the rows kernel with its tile choice, the column, the window or the general
-// kernel.
+// The tensor-core kernel (depthwise_mma.cuh), variants "mma/<pixels>/s<steps>": ~pixels output pixels a
+// channel block of 8 in a tile, up to `steps` tiles a block walks down the image. NHWC, f16/bf16, M = 1, C a
+// multiple of 8, a square 3x3, 5x5 or 7x7 filter, one image under 2^31 elements.
+struct MmaChoice {
+  int pixels = 128, steps = 4;
+};
+constexpr MmaChoice kMmaChoices[] = {{128, 4}, {128, 1}, {128, 16}, {64, 4}, {64, 16}, {256, 4}};
+
+std::string mma_name(MmaChoice c) { return "mma/" + std::to_string(c.pixels) + "/s" + std::to_string(c.steps); }
+
+bool parse_mma_variant(const std::string& v, MmaChoice& c) {
+  int px = 0, st = 0;
+  char tail = 0;
+  if (std::sscanf(v.c_str(), "mma/%d/s%d%c", &px, &st, &tail) != 2) return false;
+  for (MmaChoice k : kMmaChoices)
+    if (k.pixels == px && k.steps == st) { c = k; return true; }
+  return false;
+}
+
+// ncb channel blocks a block (4, 2 where C/8 is not a multiple of 4, C/8 below 4 otherwise); tq the width in
+// [min(Q, 8), min(Q, 32)] that wastes the fewest columns of Q (the widest on a tie); tp rows to make ~pixels
+// output pixels a channel block, fewer while the block would pass 8 warps or 96 KB of shared memory.
+DwMma plan_mma(const Conv2dProblem& pb, MmaChoice choice) {
+  const int pixels = choice.pixels;
+  DwMma t;
+  const int64_t nv = pb.c / 8, P = pb.p(), Q = pb.q();
+  t.ncb = nv % 4 == 0 ? 4 : nv % 2 == 0 ? 2 : int(std::min<int64_t>(nv, 4));
+  int64_t best_waste = INT64_MAX;
+  for (int64_t w = std::min<int64_t>(Q, 8); w <= std::min<int64_t>(Q, 32); ++w) {
+    const int64_t waste = (Q + w - 1) / w * w - Q;
+    if (waste <= best_waste) best_waste = waste, t.tq = int(w);
+  }
+  t.tp = int(std::clamp<int64_t>(pixels / t.tq, 1, P));
+  for (;;) {
+    t.mtiles = (t.tp * t.tq + 15) / 16;
+    t.wm = (t.mtiles + kMmaTiles - 1) / kMmaTiles;
+    t.ih = int((t.tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1);
+    t.iw = int((t.tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1);
+    t.pitch = round_up(t.ih * t.iw, 8) + 8 / t.ncb;
+    t.smem = int64_t(t.ncb) * t.pitch * 16 * 2;  // two buffers
+    if ((t.ncb * t.wm <= 8 && t.smem <= kSmemBudget) || t.tp == 1) break;
+    --t.tp;
+  }
+  t.threads = t.ncb * t.wm * 32;
+  t.tiles_p = int((P + t.tp - 1) / t.tp);
+  t.tiles_q = int((Q + t.tq - 1) / t.tq);
+  t.chunks = int((pb.c / 8 + t.ncb - 1) / t.ncb);
+  t.steps = std::min(choice.steps, t.tiles_p);
+  t.walks = (t.tiles_p + t.steps - 1) / t.steps;
+  return t;
+}
+
+bool mma_take(const Conv2dProblem& pb, const ConvConfig& cfg, MmaChoice choice) {
+  if (cfg.layout != Layout::nhwc || cfg.dtype == DType::f32 || pb.k_per_group() != 1 || pb.c % 8 != 0 ||
+      pb.r != pb.s || (pb.r != 3 && pb.r != 5 && pb.r != 7) || pb.h * pb.w * pb.c >= INT_MAX ||
+      pb.p() * pb.q() * pb.k >= INT_MAX)
+    return false;
+  const DwMma t = plan_mma(pb, choice);
+  return t.ncb * t.wm <= 8 && t.smem <= kSmemBudget && int64_t(pb.n) * t.walks * t.tiles_q * t.chunks < INT_MAX;
+}
+
+// The kernel of one call: the rows kernel with its tile choice, the tensor-core kernel with its tile, the
+// column, the window or the general kernel.
 struct DwKernel {
-  enum Kind { rows, cols, window, general } kind = general;
+  enum Kind { rows, mma, cols, window, general } kind = general;
   RowsChoice rows_choice;
+  MmaChoice mma_choice;
 };
 
 std::string name_of(const DwKernel& k) {
   return k.kind == DwKernel::rows     ? rows_name(k.rows_choice)
+         : k.kind == DwKernel::mma    ? mma_name(k.mma_choice)
          : k.kind == DwKernel::cols   ? kCols
          : k.kind == DwKernel::window ? kWindow
                                       : kGeneral;
@@ -730,6 +794,9 @@ constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {
 // The column kernel (2026-12-03, the same suites): at f32 3x3 stride 2, where it beat the best of the rows
 // and window kernels on each of MobileNetV2's four layers by 1-29%, and wherever neither of those takes the
 // problem (C a multiple of 4 but not of the 16-byte vector), where it beat the general kernel 1.2-1.4x.
+// The tensor-core kernel (2026-12-03, the bf16 suites): 0.6-0.9x the rows kernel on every layer of them, but
+// 1.6x the general kernel (0.0571 against 0.0930 ms at 144@56): it takes the 16-bit 3x3/5x5/7x7 layers that
+// only the general kernel would (stride 3, dilation along W).
 DwKernel heuristic_kernel(const Conv2dProblem& pb, const ConvConfig& cfg) {
   const bool window = window_takes(pb, cfg), cols = cols_take(pb, cfg);
   if (cols && cfg.dtype == DType::f32 && pb.stride_h == 2) return {DwKernel::cols, {}};
@@ -739,7 +806,10 @@ DwKernel heuristic_kernel(const Conv2dProblem& pb, const ConvConfig& cfg) {
     for (RowsChoice c : kRowsChoices)
       if (rows_take(pb, cfg, c)) return {DwKernel::rows, c};
   }
-  return {window ? DwKernel::window : cols ? DwKernel::cols : DwKernel::general, {}};
+  if (window) return {DwKernel::window, {}};
+  if (cols) return {DwKernel::cols, {}};
+  if (mma_take(pb, cfg, MmaChoice{})) return {DwKernel::mma, {}, MmaChoice{}};
+  return {DwKernel::general, {}};
 }
 
 // The variants that take the problem (the pointers' alignment is checked at run time: a misaligned one
@@ -751,6 +821,10 @@ std::vector<std::string> variants_of(const Conv2dProblem& pb, const ConvConfig& 
     if (rows_take(pb, cfg, c) && (first.kind != DwKernel::rows || first.rows_choice.threads != c.threads ||
                                   first.rows_choice.depth != c.depth))
       v.push_back(rows_name(c));
+  for (MmaChoice c : kMmaChoices)
+    if (mma_take(pb, cfg, c) && (first.kind != DwKernel::mma || first.mma_choice.pixels != c.pixels ||
+                                 first.mma_choice.steps != c.steps))
+      v.push_back(mma_name(c));
   if (cols_take(pb, cfg) && first.kind != DwKernel::cols) v.push_back(kCols);
   if (window_takes(pb, cfg) && first.kind != DwKernel::window) v.push_back(kWindow);
   if (first.kind != DwKernel::general) v.push_back(kGeneral);
@@ -775,6 +849,10 @@ DwKernel kernel_for(const ConvCall& call) {
     return k;
   }
   if (call.variant == kCols && cols_take(pb, cfg)) return {DwKernel::cols, {}};
+  if (parse_mma_variant(call.variant, k.mma_choice) && mma_take(pb, cfg, k.mma_choice)) {
+    k.kind = DwKernel::mma;
+    return k;
+  }
   std::string takes;
   for (const std::string& v : variants_of(pb, cfg)) takes += (takes.empty() ? "" : ", ") + v;
   throw Error(StatusCode::unsupported, "cuda_depthwise: variant '" + call.variant +
@@ -808,6 +886,24 @@ void launch_cols(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T
 }
 
 template <typename T>
+void launch_mma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, MmaChoice choice) {
+  if constexpr (sizeof(T) == 2) {
+    const Conv2dProblem& pb = call.problem;
+    const DwMma t = plan_mma(pb, choice);
+    const dim3 grid(unsigned(int64_t(pb.n) * t.walks * t.tiles_q * t.chunks));
+    auto kernel = pb.r == 3   ? depthwise_nhwc_mma_kernel<T, 3>
+                  : pb.r == 5 ? depthwise_nhwc_mma_kernel<T, 5>
+                              : depthwise_nhwc_mma_kernel<T, 7>;
+    set_smem_attr(kernel, t.smem);
+    kernel<<<grid, t.threads, t.smem, st>>>(d, t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
+                                            static_cast<T*>(call.dst.data), epi);
+    CK_LAUNCH("depthwise_nhwc_mma_kernel");
+  } else {
+    throw Error(StatusCode::internal, "cuda_depthwise: the tensor-core kernel has no fp32 instance");
+  }
+}
+
+template <typename T>
 void launch(const ConvCall& call) {
   const Conv2dProblem& pb = call.problem;
   const ConvDims d = make_dims(pb);
@@ -831,6 +927,7 @@ void launch(const ConvCall& call) {
     }
     if (choice.kind == DwKernel::rows) return launch_rows<T>(call, d, epi, st, choice.rows_choice);
     if (choice.kind == DwKernel::cols) return launch_cols<T>(call, d, epi, st);
+    if (choice.kind == DwKernel::mma) return launch_mma<T>(call, d, epi, st, choice.mma_choice);
     const DwPlan t = plan_nhwc(pb, vec);
     const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.k + t.lanes * vec - 1) / (t.lanes * vec)));
     constexpr int kV = int(16 / sizeof(T));
