@@ -19,9 +19,10 @@
 // The register-window kernels (below the general ones) take stride-1 3x3/5x5/7x7 layers: consecutive outputs
 // per thread, so each staged input feeds up to 4*S FMAs from registers. The rows kernel
 // (depthwise_rows.cuh) walks a column strip down the image with its rows in a cp.async ring; the column
-// kernel (depthwise_cols.cuh) walks one output column a thread with no shared memory. Each is a variant
-// ("rows/<threads>/d<depth>", "cols", "window", "general"); heuristic_kernel says which it takes where.
-// nvcc -Xptxas -v (sm_90): general 32-78 registers, window 55-64, rows 78-100, no spills.
+// kernel (depthwise_cols.cuh) walks one output column a thread with no shared memory; the tensor-core kernel
+// (depthwise_mma.cuh) runs two taps a multiply on mma.sync. Each is a variant ("rows/<threads>/d<depth>",
+// "mma/<pixels>/s<steps>", "cols", "window", "general"); heuristic_kernel says which it takes where.
+// nvcc -Xptxas -v (sm_90): general 32-78 registers, window 55-64, rows 78-100, mma 104-157, no spills.
 // measured (H200, 2026-12-01, bf16 NHWC batch 32): mbv2_dw3x3_144_56 0.0398 ms (rows, 0.89x cuDNN's 0.0356;
 // 0.0390 against 0.0352 on 2026-12-02),
 // mbv2_dw3x3s2_576_14 0.0109 ms (rows, 1.13x), cnxt 7x7 96@56 0.0735 ms (rows, 1.03x), mbv2_dw3x3_960_7
