@@ -795,9 +795,9 @@ constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {
 // The column kernel (2026-12-03, the same suites): at f32 3x3 stride 2, where it beat the best of the rows
 // and window kernels on each of MobileNetV2's four layers by 1-29%, and wherever neither of those takes the
 // problem (C a multiple of 4 but not of the 16-byte vector), where it beat the general kernel 1.2-1.4x.
-// The tensor-core kernel (2026-12-03, the bf16 suites): 0.6-0.9x the rows kernel on every layer of them, but
-// 1.6x the general kernel (0.0571 against 0.0930 ms at 144@56): it takes the 16-bit 3x3/5x5/7x7 layers that
-// only the general kernel would (stride 3, dilation along W).
+// The tensor-core kernel (2026-12-03): 0.67-1.04x the rows and window kernels on the bf16 suites' layers, but
+// 1.6-2.6x the general kernel (and 3.4-9x cuDNN) on a stride-3 and two dilated bf16 layers: it takes the
+// 16-bit 3x3/5x5/7x7 layers that only the general kernel would (strides above 2, dilation along W).
 DwKernel heuristic_kernel(const Conv2dProblem& pb, const ConvConfig& cfg) {
   const bool window = window_takes(pb, cfg), cols = cols_take(pb, cfg);
   if (cols && cfg.dtype == DType::f32 && pb.stride_h == 2) return {DwKernel::cols, {}};

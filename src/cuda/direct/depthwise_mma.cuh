@@ -22,10 +22,10 @@
 // Square filters of kK = 3, 5 or 7, any stride, dilation and padding that fit the shared-memory budget;
 // C a multiple of 8; one image's input and output under 2^31 elements (32-bit offsets inside an image).
 // nvcc -Xptxas -v (sm_90): 104 (3x3), 122 (5x5), 157 (7x7) registers, no spills.
-// measured (H200, 2026-12-03, bf16 NHWC batch 32, mma/128/s4): mbv2/effb0_dw3x3_144_56 0.0538 ms (the rows
-// kernel 0.0382, cuDNN 0.0351), effb0_dw5x5s2_144_56 0.0457 (0.0401, 0.0353), cnxt_dw7x7_96_56 0.0843
-// (0.0702, 0.0756): 25% occupancy by registers, latency-bound (ncu: 0.59 warps issued a scheduler a cycle,
-// DRAM 13% of peak).
+// measured (H200, 2026-12-03, bf16 NHWC batch 32, mma/128/s4): mbv2_dw3x3_144_56 0.0497 ms (the rows kernel
+// 0.0378, cuDNN 0.0356), effb0_dw5x5_240_28 0.0354 (0.0339, 0.0321); 3x3 144@56 stride 3 0.0294 (the general
+// kernel 0.0626, cuDNN 0.100); 25% occupancy by registers, latency-bound (ncu: 0.59 warps issued a scheduler
+// a cycle, DRAM 13% of peak).
 #pragma once
 
 #include "cuda/tc/mma_sync.cuh"
