@@ -20,8 +20,8 @@ with y = act(z), z = conv(x, w) + bias + residual and gz = dL/dz:
     (channel) axis, gz the filter, stride and dilation swap roles, and the result is cropped to R x S. For
     conv2d_per_sample the samples are folded into groups, so each sample only meets its own gz. Depthwise layers
     have kernels of their own, and a 1x1 stride-1 layer is one GEMM. A dense (groups = 1) float16/bfloat16 layer
-    on CUDA takes aten's convolution_backward (cuDNN) for this gradient: convkit's kernels for it ran 0.24-0.53x
-    cuDNN's time on the H200 (docs/perf.md); CONVKIT_DENSE_WGRAD=convkit in the environment keeps them.
+    on CUDA takes aten's convolution_backward (cuDNN) for this gradient: convkit's kernels for it ran at 0.24-0.53x
+    cuDNN's speed on the H200 (docs/perf.md); CONVKIT_DENSE_WGRAD=convkit in the environment keeps them.
 If convkit has no kernel for a backward problem (NotImplementedError, e.g. a dtype without a kernel yet), the
 whole backward falls back to aten.convolution_backward; set convkit._autograd.BACKWARD = "aten" to always
 use it (a debugging aid; it applies to convkit.conv2d / conv2d_per_sample in eager mode).

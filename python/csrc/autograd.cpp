@@ -218,7 +218,7 @@ bool dense_wgrad_kernel_takes(const at::Tensor& gz, const at::Tensor& x, const a
 
 // A dense (groups = 1) 16-bit layer on CUDA whose weight gradient is not the 1x1 GEMM: that gradient by aten's
 // convolution_backward (cuDNN), not by convkit. On the H200 (2026-12-02, docs/perf.md, ResNet-50's 10 dense
-// layers, bf16 channels_last batch 32) convkit's tensor-core kernel ran 0.24-0.53x cuDNN's time (geomean
+// layers, bf16 channels_last batch 32) convkit's tensor-core kernel ran at 0.24-0.53x cuDNN's speed (geomean
 // 0.34x) and the correlation form 0.10-0.37x, and a ResNet-50 training step took 37.0 ms against 29.1 ms with
 // aten's backward. CONVKIT_DENSE_WGRAD=convkit in the environment keeps convkit's kernels (read once).
 bool dense_wgrad_by_aten(const at::Tensor& x, int64_t groups, bool per_sample) {
