@@ -176,7 +176,7 @@ def profile_text(rows):
         fams = ", ".join(f"{k} {v:.3f}" for k, v in sorted(pr["families"].items(), key=lambda kv: -kv[1]))
         out.append(f"\n{r['model']} {r['dtype']} n{r['batch']} {r['variant']}: GPU {pr['gpu_ms']:.3f} ms of "
                    f"{r['ms']:.3f} timed; by family: {fams}")
-        out += [f"  {v:7.3f}  {k}" for k, v in pr["top"][:8]]
+        out += [f"  {v:7.3f}  {k}" for k, v in pr["top"][:12]]
         if pr.get("host"):
             out.append(f"  host: {pr['host_ms']:.3f} ms of self time a forward (under the profiler); the most:")
             out += [f"    {ms:7.3f} ms  {n:6.1f} calls  {k}" for k, ms, n in pr["host"][:10]]

@@ -19,9 +19,9 @@ from . import _C  # noqa: F401  (registers the operators)
 from . import _meta  # noqa: F401  (fake implementations)
 from . import _autograd  # noqa: F401  (backward formulas)
 from . import nn
-from ._fuse import FusedConv2d, FuseSummary, fuse
+from ._fuse import FusedConv2d, FusedLinear, FuseSummary, fuse
 from .ops import Plan, conv2d, conv2d_per_sample, csr_matvec, plan, silu, vector_add
 
-__all__ = ["conv2d", "conv2d_per_sample", "plan", "Plan", "fuse", "FusedConv2d", "FuseSummary", "vector_add", "silu",
+__all__ = ["conv2d", "conv2d_per_sample", "plan", "Plan", "fuse", "FusedConv2d", "FusedLinear", "FuseSummary", "vector_add", "silu",
            "csr_matvec", "nn"]
 __version__ = "0.1.0"

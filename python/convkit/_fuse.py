@@ -29,8 +29,17 @@ and replaces the whole chain by one convkit.FusedConv2d:
     residual.
   * in eval mode nn.Dropout, nn.Identity and torchvision's StochasticDepth are the identity and are dropped,
     so that EfficientNet's `block(x) + x` reaches the add.
-ConvTranspose2d, Linear and everything else stay as they were; convolutions that nothing fuses with still
-become convkit convolutions. convkit.FusedConv2d is the module that replaces a chain.
+A torch.nn.Linear that acts on a 4-D channels-last activation (its input comes from x.permute(0, 2, 3, 1),
+maybe through a LayerNorm over the channels, an activation or another such Linear: ConvNeXt's MLP) is a 1x1
+convolution over x, and becomes one (convkit.FusedLinear, on the same memory: no copy), with the same epilogue:
+
+    linear -> [activation]                                             act(linear(x))
+    linear -> [permute(0, 3, 1, 2)] -> [mul(scale)] -> [add(other)] -> [activation]
+
+where the scale is a parameter or buffer of shape (K, 1, 1) after the permute (ConvNeXt's layer_scale) or (K,)
+before it, folded into the weight and bias in float32. linears=False leaves every Linear alone.
+ConvTranspose2d, the other Linears and everything else stay as they were; convolutions that nothing fuses with
+still become convkit convolutions. convkit.FusedConv2d is the module that replaces a chain.
 
 Training mode is refused (RuntimeError): BatchNorm's statistics move while training, so no fold is valid.
 The fused model owns copies of the weights: call fuse again after the original's weights change.
@@ -47,7 +56,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_weights
 
 from . import nn as cnn
 
-__all__ = ["fuse", "FusedConv2d", "FuseSummary"]
+__all__ = ["fuse", "FusedConv2d", "FusedLinear", "FuseSummary"]
 
 
 class FusedConv2d(cnn.Conv2d):
@@ -110,6 +119,39 @@ class FusedConv2d(cnn.Conv2d):
         return _apply_activation(y + residual, act)
 
 
+class FusedLinear(FusedConv2d):
+    """A torch.nn.Linear on a 4-D channels-last activation, run as the 1x1 convolution it is, with the epilogue.
+
+    forward(x, residual=None): x is [N, H, W, C] (the features last, as after x.permute(0, 2, 3, 1)); the
+    product is computed by convkit on x.permute(0, 3, 1, 2), the same memory seen as [N, C, H, W]. With
+    nchw_out=False it returns act(linear(x) + residual) as [N, H, W, K] (residual in that shape too); with
+    nchw_out=True it returns the same values permuted to [N, K, H, W], what the permute back that it absorbed
+    returned (residual in that shape). The weight is the Linear's, [K, C] viewed as [K, C, 1, 1].
+    """
+
+    def __init__(self, in_features, out_features, *, nchw_out=False, **kwargs):
+        super().__init__(in_features, out_features, 1, **kwargs)
+        self.nchw_out = nchw_out
+
+    def extra_repr(self):
+        return super().extra_repr() + (", nchw_out=True" if self.nchw_out else "")
+
+    def forward(self, x, residual: Optional[torch.Tensor] = None):
+        if x.dim() != 4:
+            # Not the 4-D activation the pass expected (a broadcast changed the rank): the Linear it was.
+            y = F.linear(x, self.weight.flatten(1), self.bias)
+            if self.nchw_out:
+                y = y.permute(0, 3, 1, 2)
+            return _apply_activation(y + residual if residual is not None else y, self._activation)
+        xc = x.permute(0, 3, 1, 2)
+        if not (xc.is_contiguous() or xc.is_contiguous(memory_format=torch.channels_last)):
+            xc = xc.contiguous(memory_format=torch.channels_last)
+        if residual is not None and not self.nchw_out:
+            residual = residual.permute(0, 3, 1, 2)
+        y = super().forward(xc, residual)
+        return y if self.nchw_out else y.permute(0, 2, 3, 1)
+
+
 def _apply_activation(y, act):
     if act == "none":
         return y
@@ -148,7 +190,12 @@ class FuseSummary:
 
     @property
     def convs(self):
-        return len(self.entries)
+        return sum(e.fused[:1] == ["conv"] for e in self.entries)
+
+    @property
+    def linears(self):
+        """Linear layers run as 1x1 convolutions (FusedLinear)."""
+        return sum(e.fused[:1] == ["linear"] for e in self.entries)
 
     @property
     def bn_folded(self):
@@ -169,7 +216,8 @@ class FuseSummary:
             self.left.append(FuseEntry(_join(prefix, e.where), e.fused, e.note))
 
     def __str__(self):
-        lines = [f"convkit.fuse: {self.convs} convolutions; {self.bn_folded} BatchNorms folded, "
+        lin = f", {self.linears} Linear layers as 1x1 convolutions" if self.linears else ""
+        lines = [f"convkit.fuse: {self.convs} convolutions{lin}; {self.bn_folded} BatchNorms folded, "
                  f"{self.activations} activations and {self.residuals} residual adds in the epilogue"]
         w = max([len(e.where) for e in self.entries + self.left] + [8])
         for e in self.entries:
@@ -331,7 +379,156 @@ def _new_conv(conv, weight, bias, activation, algo, memory_format, fused_from):
     return m
 
 
-def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format) -> FuseSummary:
+def _permute_dims(node):
+    """The dims of a permute node (torch.permute(x, dims), x.permute(*dims) or x.permute(dims)), else None."""
+    if node.op == "call_function" and node.target is torch.permute:
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dims")
+    elif node.op == "call_method" and node.target == "permute":
+        dims = node.args[1] if len(node.args) == 2 else node.args[1:]
+    else:
+        return None
+    try:
+        return tuple(int(d) for d in dims)
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_lastdim_norm(gm, node):
+    """A LayerNorm over the last dimension alone (module or F.layer_norm): keeps the channels-last shape."""
+    m = _module(gm, node)
+    if m is not None:
+        return type(m) is torch.nn.LayerNorm and len(m.normalized_shape) == 1
+    if node.op == "call_function" and node.target is F.layer_norm:
+        shape = node.args[1] if len(node.args) > 1 else node.kwargs.get("normalized_shape")
+        return isinstance(shape, (tuple, list)) and len(shape) == 1
+    return False
+
+
+def _channel_scale(gm, node, cur, k, nchw):
+    """For node = cur * s (either order) with s a parameter or buffer that scales each of the k channels
+    ((k, 1, 1) in the [N, K, H, W] view, (k,) in the [N, H, W, K] one): s; else None."""
+    if not (_is_binary(node, "mul") and not node.kwargs):
+        return None
+    a, b = node.args
+    other = b if a is cur else a if b is cur else None
+    if not isinstance(other, torch.fx.Node) or other is cur or other.op != "get_attr":
+        return None
+    t = _attr(gm, other.target)
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+        return None
+    return t if tuple(t.shape) == ((k, 1, 1) if nchw else (k,)) else None
+
+
+def _is_binary(node, name):
+    """node is `a <name> b` for name "add" or "mul" (operator, torch.<name>, or the Tensor method)."""
+    fns = {"add": (operator.add, operator.iadd, torch.add), "mul": (operator.mul, operator.imul, torch.mul)}[name]
+    if len(node.args) != 2:
+        return False
+    return ((node.op == "call_function" and node.target in fns) or
+            (node.op == "call_method" and node.target in (name, name + "_")))
+
+
+def _attr(gm, target):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _fuse_linears(gm, algo, memory_format, summary):
+    """nn.Linear on a 4-D channels-last activation -> FusedLinear with its epilogue (the module docstring)."""
+    g = gm.graph
+    nhwc = set()  # nodes whose value is [N, H, W, C]
+    for node in g.nodes:
+        src = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+        if _permute_dims(node) == (0, 2, 3, 1):
+            nhwc.add(node)
+        elif src in nhwc and (_is_lastdim_norm(gm, node) or _activation_of(gm, node) is not None or
+                              type(_module(gm, node)) is torch.nn.Linear):
+            nhwc.add(node)
+        elif (_is_binary(node, "add") or _is_binary(node, "mul")) and any(a in nhwc for a in node.args):
+            # (an elementwise op with the other operand broadcast; a rank it changes is caught by FusedLinear)
+            nhwc.add(node)
+    lins = [n for n in g.nodes if type(_module(gm, n)) is torch.nn.Linear and n.args and n.args[0] in nhwc]
+    for lin_node in lins:
+        order = {n: i for i, n in enumerate(g.nodes)}  # (the nodes this loop inserts too)
+        lin = gm.get_submodule(lin_node.target)
+        k = lin.out_features
+        chain, fused = [lin_node], ["linear"]
+        activation, residual, nchw_out, scale = "none", None, False, None
+        cur = lin_node
+        user = _single_user(cur)
+        act = _activation_of(gm, user) if user is not None else None
+        if act is not None:
+            activation = act
+            chain.append(user)
+            fused.append(act)
+        elif user is not None:
+            if _permute_dims(user) == (0, 3, 1, 2):
+                nchw_out = True
+                chain.append(user)
+                cur = user
+                user = _single_user(cur)
+            s = _channel_scale(gm, user, cur, k, nchw_out) if user is not None else None
+            if s is not None:
+                scale = s
+                chain.append(user)
+                fused.append("scale")
+                cur = user
+                user = _single_user(cur)
+            act = _activation_of(gm, user) if user is not None else None
+            other = _add_other(user, cur) if user is not None and act is None else None
+            if act is not None:
+                activation = act
+                chain.append(user)
+                fused.append(act)
+            elif other is not None and order[other] < order[user] and other not in chain:
+                residual = other
+                chain.append(user)
+                fused.append("add")
+                cur = user
+                nxt = _single_user(cur)
+                act2 = _activation_of(gm, nxt) if nxt is not None else None
+                if act2 is not None:
+                    activation = act2
+                    chain.append(nxt)
+                    fused.append(act2)
+        w = lin.weight.detach()
+        b = lin.bias.detach() if lin.bias is not None else None
+        if scale is not None:
+            sc = scale.detach().float().reshape(k)
+            b = (b.float() * sc).to(w.dtype) if b is not None else None
+            w = (w.float() * sc[:, None]).to(w.dtype)
+        name = lin_node.target + "_fused"
+        i = 1
+        while _has_submodule(gm, name):
+            i += 1
+            name = f"{lin_node.target}_fused{i}"
+        new = FusedLinear(lin.in_features, k, nchw_out=nchw_out, bias=b is not None, device=w.device, dtype=w.dtype,
+                          algo=algo, activation=activation, fused_from=" + ".join(fused[1:]))
+        with torch.no_grad():
+            new.weight = torch.nn.Parameter(w.clone().reshape(k, lin.in_features, 1, 1))
+            if b is not None:
+                new.bias = torch.nn.Parameter(b.clone())
+        if memory_format is not None:
+            new.to(memory_format=memory_format)
+        new.eval()
+        gm.add_submodule(name, new)
+        last = chain[-1]
+        with g.inserting_before(last):
+            kwargs = {"residual": residual} if residual is not None else {}
+            repl = g.call_module(name, args=(lin_node.args[0],), kwargs=kwargs)
+        last.replace_all_uses_with(repl)
+        dead_attrs = [a for n in chain for a in n.args if isinstance(a, torch.fx.Node) and a.op == "get_attr"]
+        for n in reversed(chain):
+            g.erase_node(n)
+        for a in dead_attrs:
+            if not a.users:
+                g.erase_node(a)
+        summary.entries.append(FuseEntry(name, fused, "a Linear on channels-last activations: a 1x1 convolution"))
+
+
+def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=True) -> FuseSummary:
     summary = FuseSummary()
     g = gm.graph
     for node in list(g.nodes):  # the identities of eval mode
@@ -410,6 +607,8 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format) -> FuseSummary:
             g.erase_node(n)
         summary.entries.append(FuseEntry(name, fused, "; ".join(notes)))
     summary.entries.reverse()  # graph order
+    if linears:
+        _fuse_linears(gm, algo, memory_format, summary)
     # Everything else that was left, with its reason.
     for node in g.nodes:
         m = _module(gm, node)
@@ -451,7 +650,7 @@ def _trace(m):
     return torch.fx.GraphModule(m, graph, type(m).__name__)
 
 
-def _fuse_module(m, algo, memory_format, prefix, summary):
+def _fuse_module(m, algo, memory_format, prefix, summary, linears=True):
     """m fused (a GraphModule) where it traces, else m with its children fused in place."""
     if type(m) is torch.nn.Conv2d or (isinstance(m, cnn.Conv2d) and m._activation == "none"
                                       and not isinstance(m, FusedConv2d)):
@@ -467,20 +666,21 @@ def _fuse_module(m, algo, memory_format, prefix, summary):
         summary.left.append(FuseEntry(prefix or "(model)", [], f"not traceable as a whole ({type(e).__name__}: "
                                       f"{str(e).splitlines()[0][:100]}): fused inside its children"))
         for name, child in list(m.named_children()):
-            setattr(m, name, _fuse_module(child, algo, memory_format, _join(prefix, name), summary))
+            setattr(m, name, _fuse_module(child, algo, memory_format, _join(prefix, name), summary, linears))
         return m
-    sub = _fuse_graph(gm, algo, memory_format)
+    sub = _fuse_graph(gm, algo, memory_format, linears)
     summary.extend(sub, prefix)
     return gm
 
 
 def fuse(model: torch.nn.Module, algo: str = "auto", memory_format: Optional[torch.memory_format] = None,
-         inplace: bool = False) -> torch.nn.Module:
+         inplace: bool = False, linears: bool = True) -> torch.nn.Module:
     """A copy of the eval-mode `model` with BatchNorm, activations and residual adds folded into convkit
     convolutions (see the module docstring). Its `convkit_summary` attribute says what was fused and what was
     left, with the reason. algo: as convkit.conv2d's, for every fused convolution. memory_format=
     torch.channels_last stores the weights KRSC (what channels_last inputs want). inplace=True works on `model`
-    itself instead of a deep copy (its children may then be replaced).
+    itself instead of a deep copy (its children may then be replaced). linears=False leaves every nn.Linear
+    as it was (by default one on a 4-D channels-last activation becomes a 1x1 convolution, FusedLinear).
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"convkit.fuse: expected a torch.nn.Module, got {type(model).__name__}.")
@@ -492,6 +692,6 @@ def fuse(model: torch.nn.Module, algo: str = "auto", memory_format: Optional[tor
                            "and fuse again after the weights change.")
     m = model if inplace else copy.deepcopy(model)
     summary = FuseSummary()
-    out = _fuse_module(m, algo, memory_format, "", summary)
+    out = _fuse_module(m, algo, memory_format, "", summary, linears)
     out.convkit_summary = summary
     return out

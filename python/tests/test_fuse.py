@@ -65,10 +65,107 @@ def test_torchvision_models(name, size, expect):
     assert s.bn_folded == count(model, nn.BatchNorm2d)
     if expect is not None:
         assert (s.bn_folded, s.activations, s.residuals) == expect, str(s)
-    assert count(fused, convkit.FusedConv2d) == n_conv
+    assert count(fused, convkit.FusedConv2d) - count(fused, convkit.FusedLinear) == n_conv
     assert "convkit.fuse:" in str(s)
     # The original is untouched.
     assert count(model, nn.BatchNorm2d) > 0 or name == "convnext_tiny"
+
+
+def test_convnext_mlp_runs_as_1x1_convolutions():
+    # Each CNBlock: depthwise 7x7 -> permute -> LayerNorm -> Linear -> GELU -> Linear -> permute ->
+    # layer_scale * . -> + input. Both Linears become 1x1 convolutions; GELU, the layer scale and the residual
+    # go to their epilogues. The classifier's Linear (on a flattened 2-D tensor) stays.
+    torch.manual_seed(0)
+    model = torchvision.models.convnext_tiny(weights=None).eval()
+    for m in model.modules():
+        if hasattr(m, "layer_scale"):
+            m.layer_scale.data.uniform_(0.5, 1.5)  # (1e-6 at init would hide a wrong fold)
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        want = model(x)
+        fused = convkit.fuse(model)
+        got = fused(x)
+    s = fused.convkit_summary
+    n_blocks = sum(type(m).__name__ == "CNBlock" for m in model.modules())
+    assert n_blocks == 18
+    assert (s.convs, s.linears, s.activations, s.residuals) == (22, 2 * n_blocks, n_blocks, n_blocks), str(s)
+    assert [e.fused for e in s.entries if e.fused[0] == "linear"][:2] == [["linear", "gelu"],
+                                                                          ["linear", "scale", "add"]]
+    assert count(fused, nn.Linear) == 1 and count(fused, convkit.FusedLinear) == 2 * n_blocks
+    assert rel_l2(got, want) <= 1e-4, str(s)
+    assert "Linear layers as 1x1 convolutions" in str(s)
+    left = convkit.fuse(model, linears=False)
+    assert left.convkit_summary.linears == 0 and count(left, nn.Linear) == 2 * n_blocks + 1
+
+
+class ChannelsLastMlp(nn.Module):
+    """Linears on [N, H, W, C] in the other forms: F.layer_norm, a (K,) scale before the permute, a residual
+    added in the [N, H, W, K] view, an activation after the permute back, no bias, a buffer as the scale."""
+
+    def __init__(self, c=6):
+        super().__init__()
+        self.a = nn.Linear(c, 3 * c, bias=False)
+        self.b = nn.Linear(3 * c, c)
+        self.c = nn.Linear(c, c)
+        self.d = nn.Linear(c, 2 * c)
+        self.w = nn.Parameter(torch.rand(c) + 0.5)
+        self.register_buffer("s", torch.rand(c) + 0.5)
+
+    def forward(self, x):
+        y = x.permute(0, 2, 3, 1)
+        z = F.layer_norm(y, (y.shape[-1],), self.w)
+        z = F.silu(self.a(z))
+        z = self.s * self.b(z) + y            # (K,) scale and a residual in the [N, H, W, K] view
+        z = torch.permute(self.c(z), (0, 3, 1, 2))
+        z = torch.relu(z)                      # an activation after the permute back
+        return self.d(z.permute(0, 2, 3, 1))
+
+
+@pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last])
+def test_linears_on_channels_last_activations(fmt):
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 5, 7).contiguous(memory_format=fmt)
+    s = fuse_and_check(ChannelsLastMlp(), x)
+    assert s.linears == 4, str(s)
+    assert [e.fused for e in s.entries] == [["linear", "silu"], ["linear", "scale", "add"], ["linear", "relu"],
+                                            ["linear"]], str(s)
+
+
+def test_a_linear_on_a_2d_tensor_or_another_permute_is_left():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 5), nn.Linear(5, 3)
+
+        def forward(self, x):
+            return self.b(self.a(x.permute(0, 3, 2, 1)).flatten(1, 2))
+
+    s = fuse_and_check(M(), torch.randn(2, 4, 3, 5))
+    assert s.linears == 0
+
+
+def test_a_broadcast_that_changes_the_rank_runs_the_linear_as_it_was():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 3)
+
+        def forward(self, x, t):
+            return self.a(x.permute(0, 2, 3, 1) + t)  # t is 5-D: the Linear sees [2, N, H, W, C]
+
+    s = fuse_and_check(M(), torch.randn(2, 4, 3, 5), torch.randn(2, 1, 1, 1, 1))
+    assert s.linears == 1
+
+
+def test_compile_fullgraph_with_fused_linears():
+    torch.manual_seed(0)
+    m = ChannelsLastMlp().eval()
+    x = torch.randn(2, 6, 5, 7)
+    fused = convkit.fuse(m)
+    with torch.no_grad():
+        want = m(x)
+        got = torch.compile(fused, fullgraph=True)(x)
+    assert rel_l2(got, want) <= 1e-4
 
 
 def test_efficientnet_reaches_its_residual_adds():
