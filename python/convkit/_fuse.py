@@ -37,7 +37,9 @@ convolution over x, and becomes one (convkit.FusedLinear, on the same memory: no
     linear -> [permute(0, 3, 1, 2)] -> [mul(scale)] -> [add(other)] -> [activation]
 
 where the scale is a parameter or buffer of shape (K, 1, 1) after the permute (ConvNeXt's layer_scale) or (K,)
-before it, folded into the weight and bias in float32. linears=False leaves every Linear alone.
+before it, folded into the weight and bias in float32. linears=False leaves every Linear alone. On CUDA in
+float32 a FusedLinear computes with torch's Linear (cuBLAS) and PyTorch's epilogue ops, which measured faster
+there (FusedLinear.torch_for_cuda_f32); in 16-bit types and on the CPU it is convkit's convolution.
 ConvTranspose2d, the other Linears and everything else stay as they were; convolutions that nothing fuses with
 still become convkit convolutions. convkit.FusedConv2d is the module that replaces a chain.
 
@@ -129,6 +131,12 @@ class FusedLinear(FusedConv2d):
     returned (residual in that shape). The weight is the Linear's, [K, C] viewed as [K, C, 1, 1].
     """
 
+    # float32 on CUDA runs as torch's Linear (cuBLAS) and PyTorch's epilogue ops: convkit's strict-fp32 1x1
+    # kernel (cuda_igemm_simt) is slower than cuBLAS on these GEMMs and computes NCHW, so each call also pays
+    # two layout copies (ConvNeXt-T f32 batch 32 on the H200: 20.7 ms that way against 11.6 for the Linears
+    # left alone; docs/perf.md, 2026-12-03). False runs convkit there too.
+    torch_for_cuda_f32 = True
+
     def __init__(self, in_features, out_features, *, nchw_out=False, **kwargs):
         super().__init__(in_features, out_features, 1, **kwargs)
         self.nchw_out = nchw_out
@@ -136,13 +144,18 @@ class FusedLinear(FusedConv2d):
     def extra_repr(self):
         return super().extra_repr() + (", nchw_out=True" if self.nchw_out else "")
 
+    def _as_linear(self, x, residual):
+        y = F.linear(x, self.weight.flatten(1), self.bias)
+        if self.nchw_out:
+            y = y.permute(0, 3, 1, 2)
+        return _apply_activation(y + residual if residual is not None else y, self._activation)
+
     def forward(self, x, residual: Optional[torch.Tensor] = None):
         if x.dim() != 4:
             # Not the 4-D activation the pass expected (a broadcast changed the rank): the Linear it was.
-            y = F.linear(x, self.weight.flatten(1), self.bias)
-            if self.nchw_out:
-                y = y.permute(0, 3, 1, 2)
-            return _apply_activation(y + residual if residual is not None else y, self._activation)
+            return self._as_linear(x, residual)
+        if self.torch_for_cuda_f32 and x.is_cuda and x.dtype == torch.float32:
+            return self._as_linear(x, residual)
         xc = x.permute(0, 3, 1, 2)
         if not (xc.is_contiguous() or xc.is_contiguous(memory_format=torch.channels_last)):
             xc = xc.contiguous(memory_format=torch.channels_last)

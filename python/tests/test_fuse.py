@@ -131,6 +131,21 @@ def test_linears_on_channels_last_activations(fmt):
                                             ["linear"]], str(s)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype,convkit_f32", [(torch.float32, False), (torch.float32, True), (torch.bfloat16, True)])
+def test_fused_linears_every_device_and_dtype(device, dtype, convkit_f32, monkeypatch):
+    if device == "cpu" and dtype == torch.bfloat16:
+        pytest.skip("convkit's CPU kernels compute f32 only")
+    monkeypatch.setattr(convkit.FusedLinear, "torch_for_cuda_f32", not convkit_f32)
+    torch.manual_seed(0)
+    m = ChannelsLastMlp(c=16).eval().to(device=device, dtype=dtype)
+    x = torch.randn(2, 16, 9, 7, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        want = copy.deepcopy(m).double()(x.double())
+        got = convkit.fuse(m)(x)
+    assert rel_l2(got, want) <= (1e-4 if dtype == torch.float32 else 3e-2)
+
+
 def test_a_linear_on_a_2d_tensor_or_another_permute_is_left():
     class M(nn.Module):
         def __init__(self):

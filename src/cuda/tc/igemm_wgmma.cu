@@ -112,13 +112,13 @@ CUtensorMap output_map(const TcArgs& a, DType dt, const void* data, const char* 
                                             std::to_string(a.K) + "].");
   return map;
 }
-// The persistent kernel's epilogue (its out_mode): 1 (by TMA) or 2 (by TMA, the residual too) where the
-// activation is none or relu and the tensor maps can describe the output and the residual (16-byte aligned,
+// The persistent kernel's epilogue (its out_mode): 1 (by TMA) or 2 (by TMA, the residual too), any
+// activation, where the tensor maps can describe the output and the residual (16-byte aligned,
 // K % 8 == 0, 32-bit row coordinates; the bias 4-byte aligned); else 0 (the threads store, as the other
 // kernels).
 int persistent_out_mode(const TcArgs& a) {
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if ((a.act != Activation::none && a.act != Activation::relu) || a.K % 8 != 0 || !aligned(a.dst) || a.Mb > INT_MAX ||
+  if (a.K % 8 != 0 || !aligned(a.dst) || a.Mb > INT_MAX ||
       reinterpret_cast<uintptr_t>(a.bias) % 4 != 0)  // (the bias read in pairs)
     return 0;
   if (a.residual == nullptr) return 1;

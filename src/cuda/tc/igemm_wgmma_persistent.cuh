@@ -26,12 +26,12 @@ namespace {
 // Scope: 16-bit types, one group, no split-K (the planner offers its tiles only then); per-sample weights
 // too (the tiles of image b after those of image b-1; the output map is 3-D, [N][P*Q][K], so that a tile's
 // rows past its image are clipped). Epilogues (out_mode, chosen per launch: persistent_out_mode):
-//  - 1, by TMA: alpha * conv (+ bias), none or relu;
+//  - 1, by TMA: act(alpha * conv (+ bias)), any activation;
 //  - 2, by TMA with the residual: as 1, + beta * residual, the residual tile loaded by TMA into the staging
 //    buffer at the tile's start (one thread; an mbarrier per buffer), read and overwritten in place by the
 //    threads (each reads before it writes the same elements: residual may be dst), stored from there;
-//  - 0, the general epilogue (the other activations; an output or residual the tensor maps cannot describe:
-//    not 16-byte aligned, K % 8 != 0): fp32 staged in the warpgroup's staging area, stored by the threads
+//  - 0, the general epilogue (an output or residual the tensor maps cannot describe: not 16-byte aligned,
+//    K % 8 != 0): fp32 staged in the warpgroup's staging area, stored by the threads
 //    (store_output_tile), as the other kernels do.
 template <int BN>
 constexpr int persistent_staging_bytes() {  // one consumer warpgroup's: 64 rows
@@ -140,7 +140,6 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
   const uint32_t a_wg = uint32_t(wg) * 64 * kRowBytes;
   const uint32_t area = staging + uint32_t(wg) * kStaging;  // this warpgroup's staging area
   const T* bias = static_cast<const T*>(a.bias);
-  const bool relu = a.act == Activation::relu;
   int tl = 0;  // the block's tiles so far: buffer tl & 1, its residual barrier's parity (tl >> 1) & 1
   for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x, ++tl) {
     int b, n_block;
@@ -188,7 +187,12 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
       // row_addr ^ (c << 4), row_addr holding r % 8 = gq in bits 4-6 and the thread's column pair in bits 2-3.
       const uint32_t row_addr = buf + uint32_t(wq * 16 + gq) * kRowBytes + uint32_t(gq << 4) + uint32_t(tq * 4);
       const T* bias_row = bias == nullptr ? nullptr : bias + int64_t(b) * a.bias_b_stride + n_block + tq * 2;
-      auto write_tile = [&](auto with_residual) {
+      // Three passes over the thread's values: + bias (+ beta * residual, read from the staging buffer before
+      // this thread writes the same pair), the activation (the switch taken once for all BN / 2), the stores.
+      auto pair_addr = [&](int j, int h) {
+        return ((row_addr + uint32_t(h * 8 * kRowBytes)) ^ uint32_t((j % 8) << 4)) + uint32_t(j / 8 * kBox);
+      };
+      auto add_bias_residual = [&](auto with_residual) {
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
           float2 bj = make_float2(0.0f, 0.0f);  // (K % 8 == 0: a pair lies inside K or past it)
@@ -196,22 +200,25 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
             bj = unpack2<T>(*reinterpret_cast<const uint32_t*>(bias_row + j * 8));
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const uint32_t addr =
-                ((row_addr + uint32_t(h * 8 * kRowBytes)) ^ uint32_t((j % 8) << 4)) + uint32_t(j / 8 * kBox);
-            float y0 = acc[0][4 * j + 2 * h] + bj.x, y1 = acc[0][4 * j + 2 * h + 1] + bj.y;
-            if constexpr (decltype(with_residual)::value) {  // (read before this thread writes the same pair)
-              const float2 r = unpack2<T>(lds32(addr));
+            float& y0 = acc[0][4 * j + 2 * h];
+            float& y1 = acc[0][4 * j + 2 * h + 1];
+            y0 += bj.x, y1 += bj.y;
+            if constexpr (decltype(with_residual)::value) {
+              const float2 r = unpack2<T>(lds32(pair_addr(j, h)));
               y0 += a.beta * r.x, y1 += a.beta * r.y;
             }
-            if (relu) y0 = fmaxf(y0, 0.0f), y1 = fmaxf(y1, 0.0f);
-            sts32(addr, pack2<T>(y0, y1));
           }
         }
       };
       if (out_mode == 2)
-        write_tile(std::true_type{});
+        add_bias_residual(std::true_type{});
       else
-        write_tile(std::false_type{});
+        add_bias_residual(std::false_type{});
+      activate_all<BN / 2>(a.act, acc[0]);
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) sts32(pair_addr(j, h), pack2<T>(acc[0][4 * j + 2 * h], acc[0][4 * j + 2 * h + 1]));
       fence_proxy_async();  // (the writes, visible to the TMA)
       named_barrier(1 + wg, 128);
       if (lt == 0) {
