@@ -1,7 +1,7 @@
 """The 1x1 layers of whole models, one at a time with their epilogues: convkit against what PyTorch runs.
 
-    python scripts/bench_pointwise.py [--models convnext_tiny,mobilenet_v2] [--batch 32] [--algo auto]
-                                      [--json out.json]
+    python scripts/bench_pointwise.py [--models convnext_tiny,mobilenet_v2] [--batch 32]
+                                      [--algos auto,autotune,...] [--no-torch] [--json out.json]
 
 convnext_tiny: each distinct Linear of the CNBlocks on [N, H, W, C] bf16 activations, with what follows it in
 the block: C -> 4C then GELU; 4C -> C then * layer_scale and + the block's input. convkit runs each as one
@@ -10,6 +10,8 @@ model does: eager (cuBLAS addmm, then gelu; addmm, mul, add) and torch.compile o
 mobilenet_v2: each distinct 1x1 convolution of bench/shapes/mobilenet_v2.txt, bf16 channels_last, with its
 epilogue: an expansion (K > C) + bias, relu6; a projection (K < C) + bias + a residual (the blocks that have
 one). convkit.conv2d with the epilogue against cuDNN's convolution and the same ops, eager and compiled.
+--algos: convkit runs each layer with every algo string given (a column each; "autotune" times the
+candidates on its first call and keeps the winner, whose variant the plan column then shows).
 Each row: median ms (triton.testing.do_bench, L2 flushed between runs), convkit's plan (algorithm[variant]),
 the memory floor (x, w, y and the residual once, at the 4.26 TB/s copy rate of ../shared/ANCHORS.md) and
 the speed ratios (> 1: convkit faster). Markdown on stdout; exit status 0 whenever it ran, 2 without a GPU.
@@ -62,7 +64,7 @@ def mbv2_cases(batch):
     return out
 
 
-def run_case(name, n, hw, c, k, act, residual, is_linear, algo):
+def run_case(name, n, hw, c, k, act, residual, is_linear, algos, with_torch=True):
     dev, dt = "cuda", torch.bfloat16
     g = torch.Generator(device=dev).manual_seed(0)
     w = (torch.randn(k, c, device=dev, generator=g) / c ** 0.5).to(dt)
@@ -71,7 +73,7 @@ def run_case(name, n, hw, c, k, act, residual, is_linear, algo):
     if is_linear:
         x = torch.randn(n, hw, hw, c, device=dev, generator=g).to(dt)                 # [N, H, W, C]
         r = torch.randn(n, k, hw, hw, device=dev, generator=g).to(dt).contiguous(memory_format=torch.channels_last)
-        mod = convkit.FusedLinear(c, k, nchw_out=residual, device=dev, dtype=dt, algo=algo, activation=act).eval()
+        mod = convkit.FusedLinear(c, k, nchw_out=residual, device=dev, dtype=dt, activation=act).eval()
         with torch.no_grad():
             sw, sb = (w.float() * scale.float()[:, None], b.float() * scale.float()) if residual else (w.float(), b.float())
             mod.weight.copy_(sw.to(dt).reshape(k, c, 1, 1))
@@ -83,7 +85,8 @@ def run_case(name, n, hw, c, k, act, residual, is_linear, algo):
                 return F.gelu(y)
             return scale.view(k, 1, 1) * y.permute(0, 3, 1, 2) + r
 
-        def ck_fn(x, r):
+        def ck_fn(x, r, algo):
+            mod.algo = algo
             return mod(x, residual=r if residual else None)
 
         xp = x.permute(0, 3, 1, 2)
@@ -96,64 +99,77 @@ def run_case(name, n, hw, c, k, act, residual, is_linear, algo):
             y = F.conv2d(x, w4, b)
             return F.relu6(y) if act == "relu6" else (y + r if residual else y)
 
-        def ck_fn(x, r):
+        def ck_fn(x, r, algo):
             return convkit.conv2d(x, w4, b, activation=act, residual=r if residual else None, algo=algo)
 
         xp = x
+    w4c = w.reshape(k, c, 1, 1).contiguous(memory_format=torch.channels_last)
+    row = dict(layer=name, epilogue=act + (" + scale + residual" if is_linear and residual else
+                                           " + residual" if residual else ""), ms={}, plan={})
     with torch.no_grad():
         want = torch_fn(x, r)
-        got = ck_fn(x, r)
-        err = rel(got, want)
-        plan = convkit.plan(xp, w.reshape(k, c, 1, 1).contiguous(memory_format=torch.channels_last), algo=algo)
-        compiled = torch.compile(torch_fn)
-        compiled(x, r)
-        t_ck = bench(lambda: ck_fn(x, r))
-        t_eager = bench(lambda: torch_fn(x, r))
-        t_comp = bench(lambda: compiled(x, r))
+        row["rel"] = max(rel(ck_fn(x, r, al), want) for al in algos)
+        for al in algos:
+            row["ms"][al] = bench(lambda: ck_fn(x, r, al))
+            p = convkit.plan(xp, w4c, algo=al)
+            row["plan"][al] = p.algo or p.algorithm
+        row["eager_ms"] = row["compile_ms"] = float("nan")
+        if with_torch:
+            compiled = torch.compile(torch_fn)
+            compiled(x, r)
+            row["eager_ms"] = bench(lambda: torch_fn(x, r))
+            row["compile_ms"] = bench(lambda: compiled(x, r))
     floor_bytes = 2 * (n * hw * hw * (c + k * (2 if residual else 1)) + k * c)
-    floor = floor_bytes / COPY_TBS * 1e3
-    return dict(layer=name, convkit_ms=t_ck, eager_ms=t_eager, compile_ms=t_comp, floor_ms=floor,
-                plan=plan.algo or plan.algorithm, rel=err, epilogue=act + (" + scale + residual" if is_linear and residual
-                                                                          else " + residual" if residual else ""))
+    row["floor_ms"] = floor_bytes / COPY_TBS * 1e3
+    return row
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="convnext_tiny,mobilenet_v2")
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--algo", default="auto")
+    ap.add_argument("--algos", default="auto")
+    ap.add_argument("--no-torch", action="store_true", help="convkit's columns only")
     ap.add_argument("--json")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_pointwise: no CUDA device", file=sys.stderr)
         return 2
     torch.backends.cudnn.benchmark = True
+    algos = a.algos.split(";") if ";" in a.algos else a.algos.split(",")
     rows = []
     for model in a.models.split(","):
         cases = convnext_cases(a.batch) if model == "convnext_tiny" else mbv2_cases(a.batch)
         for case in cases:
             try:
-                row = run_case(*case, is_linear=model == "convnext_tiny", algo=a.algo)
+                row = run_case(*case, is_linear=model == "convnext_tiny", algos=algos, with_torch=not a.no_torch)
             except Exception as e:  # noqa: BLE001  (one failing layer is a row, not a crash)
                 row = dict(layer=case[0], error=f"{type(e).__name__}: {str(e).splitlines()[0][:120]}")
             rows.append(row)
             print(row, file=sys.stderr, flush=True)
-    print("| layer | epilogue | convkit ms | plan | eager ms | compile ms | floor ms | x eager | x compile | "
-          "% of floor | rel vs torch |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    tot = [0.0, 0.0, 0.0]
+    first = algos[0]
+    print("| layer | epilogue | " + " | ".join(f"convkit {al} ms" for al in algos) + f" | plan ({first}) | eager ms | "
+          f"compile ms | floor ms | x eager | x compile | % of floor | rel vs torch |")
+    print("|---|---|" + "---|" * len(algos) + "---|---|---|---|---|---|---|---|")
+    tot = {al: 0.0 for al in algos + ["eager", "compile"]}
     for r in rows:
         if "error" in r:
-            print(f"| {r['layer']} | error: {r['error']} |||||||||")
+            print(f"| {r['layer']} | error: {r['error']} |")
             continue
-        tot[0] += r["convkit_ms"]
-        tot[1] += r["eager_ms"]
-        tot[2] += r["compile_ms"]
-        print(f"| {r['layer']} | {r['epilogue']} | {r['convkit_ms']:.4f} | {r['plan']} | {r['eager_ms']:.4f} | "
-              f"{r['compile_ms']:.4f} | {r['floor_ms']:.4f} | {r['eager_ms'] / r['convkit_ms']:.2f}x | "
-              f"{r['compile_ms'] / r['convkit_ms']:.2f}x | {100 * r['floor_ms'] / r['convkit_ms']:.0f}% | "
+        for al in algos:
+            tot[al] += r["ms"][al]
+        tot["eager"] += r["eager_ms"]
+        tot["compile"] += r["compile_ms"]
+        best = min(r["ms"].values())
+        cols = " | ".join(f"{r['ms'][al]:.4f} ({r['plan'][al]})" if al == "autotune" else f"{r['ms'][al]:.4f}"
+                          for al in algos)
+        t = r["ms"][first]
+        print(f"| {r['layer']} | {r['epilogue']} | {cols} | {r['plan'][first]} | {r['eager_ms']:.4f} | "
+              f"{r['compile_ms']:.4f} | {r['floor_ms']:.4f} | {r['eager_ms'] / t:.2f}x | "
+              f"{r['compile_ms'] / t:.2f}x | {100 * r['floor_ms'] / t:.0f}% (best {100 * r['floor_ms'] / best:.0f}%) | "
               f"{r['rel']:.1e} |")
-    print(f"| sum | | {tot[0]:.4f} | | {tot[1]:.4f} | {tot[2]:.4f} | | | | | |")
+    print("| sum | | " + " | ".join(f"{tot[al]:.4f}" for al in algos) +
+          f" | | {tot['eager']:.4f} | {tot['compile']:.4f} | | | | | |")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0
