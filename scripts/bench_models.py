@@ -13,6 +13,8 @@ TF32 off). Variants:
   convert       convkit.nn.convert(model): every Conv2d swapped, BatchNorm/activations/adds still PyTorch ops
   fuse          convkit.fuse(model): BatchNorm folded, activation and residual in convkit's epilogue
   fuse_compile  torch.compile(convkit.fuse(model))
+  fuse_linears  convkit.fuse(model, linears=True): ConvNeXt's Linears too, as 1x1 convolutions with GELU, the
+                layer scale and the residual in the epilogue
   graph         CUDA-graph replays: torch.compile(mode="reduce-overhead") for PyTorch and a captured
                 torch.cuda.CUDAGraph of convkit.fuse(model)
 Each row: median ms (triton.testing.do_bench, L2 flushed), the speed-up over eager PyTorch, and the output's
@@ -130,6 +132,9 @@ def run_one(name, dt, batch, variants, max_autotune, profiled=False):
         note = f"{s.convs} convs, {s.bn_folded} bn, {s.activations} act, {s.residuals} res"
     if "fuse" in variants:
         add("convkit fuse", lambda: fused(x), note)
+    if "fuse_linears" in variants:
+        fl = convkit.fuse(model, memory_format=fmt, linears=True)
+        add("convkit fuse linears", lambda: fl(x), f"{fl.convkit_summary.linears} linears")
     if "fuse_compile" in variants:
         fc, s = compiled(fused)
         add("compile(convkit fuse)", lambda: fc(x), f"compile {s:.0f} s")

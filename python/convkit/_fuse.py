@@ -37,9 +37,12 @@ convolution over x, and becomes one (convkit.FusedLinear, on the same memory: no
     linear -> [permute(0, 3, 1, 2)] -> [mul(scale)] -> [add(other)] -> [activation]
 
 where the scale is a parameter or buffer of shape (K, 1, 1) after the permute (ConvNeXt's layer_scale) or (K,)
-before it, folded into the weight and bias in float32. linears=False leaves every Linear alone. On CUDA in
-float32 a FusedLinear computes with torch's Linear (cuBLAS) and PyTorch's epilogue ops, which measured faster
-there (FusedLinear.torch_for_cuda_f32); in 16-bit types and on the CPU it is convkit's convolution.
+before it, folded into the weight and bias in float32. This rewrite is off by default (linears=True turns it
+on): convkit's 1x1 kernels reach 9-14% of the memory floor on ConvNeXt's widening layers (C -> 4C, GELU),
+where cuBLAS's GEMM and a separate GELU kernel run 1.5x faster, and the narrowing ones (4C -> C, the scale and
+the residual) only tie it, so ConvNeXt-T ran slower with it (docs/perf.md, 2026-12-03). On CUDA in float32 a
+FusedLinear computes with torch's Linear (cuBLAS) and PyTorch's epilogue ops, which measured faster there too
+(FusedLinear.torch_for_cuda_f32); in 16-bit types and on the CPU it is convkit's convolution.
 ConvTranspose2d, the other Linears and everything else stay as they were; convolutions that nothing fuses with
 still become convkit convolutions. convkit.FusedConv2d is the module that replaces a chain.
 
@@ -541,7 +544,7 @@ def _fuse_linears(gm, algo, memory_format, summary):
         summary.entries.append(FuseEntry(name, fused, "a Linear on channels-last activations: a 1x1 convolution"))
 
 
-def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=True) -> FuseSummary:
+def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) -> FuseSummary:
     summary = FuseSummary()
     g = gm.graph
     for node in list(g.nodes):  # the identities of eval mode
@@ -663,7 +666,7 @@ def _trace(m):
     return torch.fx.GraphModule(m, graph, type(m).__name__)
 
 
-def _fuse_module(m, algo, memory_format, prefix, summary, linears=True):
+def _fuse_module(m, algo, memory_format, prefix, summary, linears=False):
     """m fused (a GraphModule) where it traces, else m with its children fused in place."""
     if type(m) is torch.nn.Conv2d or (isinstance(m, cnn.Conv2d) and m._activation == "none"
                                       and not isinstance(m, FusedConv2d)):
@@ -687,13 +690,14 @@ def _fuse_module(m, algo, memory_format, prefix, summary, linears=True):
 
 
 def fuse(model: torch.nn.Module, algo: str = "auto", memory_format: Optional[torch.memory_format] = None,
-         inplace: bool = False, linears: bool = True) -> torch.nn.Module:
+         inplace: bool = False, linears: bool = False) -> torch.nn.Module:
     """A copy of the eval-mode `model` with BatchNorm, activations and residual adds folded into convkit
     convolutions (see the module docstring). Its `convkit_summary` attribute says what was fused and what was
     left, with the reason. algo: as convkit.conv2d's, for every fused convolution. memory_format=
     torch.channels_last stores the weights KRSC (what channels_last inputs want). inplace=True works on `model`
-    itself instead of a deep copy (its children may then be replaced). linears=False leaves every nn.Linear
-    as it was (by default one on a 4-D channels-last activation becomes a 1x1 convolution, FusedLinear).
+    itself instead of a deep copy (its children may then be replaced). linears=True also runs every nn.Linear
+    on a 4-D channels-last activation (ConvNeXt's MLP) as a 1x1 convolution with its epilogue (FusedLinear);
+    off by default, as it measured slower with today's kernels (the module docstring).
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"convkit.fuse: expected a torch.nn.Module, got {type(model).__name__}.")

@@ -83,7 +83,7 @@ def test_convnext_mlp_runs_as_1x1_convolutions():
     x = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         want = model(x)
-        fused = convkit.fuse(model)
+        fused = convkit.fuse(model, linears=True)
         got = fused(x)
     s = fused.convkit_summary
     n_blocks = sum(type(m).__name__ == "CNBlock" for m in model.modules())
@@ -94,7 +94,7 @@ def test_convnext_mlp_runs_as_1x1_convolutions():
     assert count(fused, nn.Linear) == 1 and count(fused, convkit.FusedLinear) == 2 * n_blocks
     assert rel_l2(got, want) <= 1e-4, str(s)
     assert "Linear layers as 1x1 convolutions" in str(s)
-    left = convkit.fuse(model, linears=False)
+    left = convkit.fuse(model)  # (the default: Linears left)
     assert left.convkit_summary.linears == 0 and count(left, nn.Linear) == 2 * n_blocks + 1
 
 
@@ -125,7 +125,7 @@ class ChannelsLastMlp(nn.Module):
 def test_linears_on_channels_last_activations(fmt):
     torch.manual_seed(0)
     x = torch.randn(2, 6, 5, 7).contiguous(memory_format=fmt)
-    s = fuse_and_check(ChannelsLastMlp(), x)
+    s = fuse_and_check(ChannelsLastMlp(), x, linears=True)
     assert s.linears == 4, str(s)
     assert [e.fused for e in s.entries] == [["linear", "silu"], ["linear", "scale", "add"], ["linear", "relu"],
                                             ["linear"]], str(s)
@@ -142,7 +142,7 @@ def test_fused_linears_every_device_and_dtype(device, dtype, convkit_f32, monkey
     x = torch.randn(2, 16, 9, 7, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
     with torch.no_grad():
         want = copy.deepcopy(m).double()(x.double())
-        got = convkit.fuse(m)(x)
+        got = convkit.fuse(m, linears=True)(x)
     assert rel_l2(got, want) <= (1e-4 if dtype == torch.float32 else 3e-2)
 
 
@@ -155,7 +155,7 @@ def test_a_linear_on_a_2d_tensor_or_another_permute_is_left():
         def forward(self, x):
             return self.b(self.a(x.permute(0, 3, 2, 1)).flatten(1, 2))
 
-    s = fuse_and_check(M(), torch.randn(2, 4, 3, 5))
+    s = fuse_and_check(M(), torch.randn(2, 4, 3, 5), linears=True)
     assert s.linears == 0
 
 
@@ -168,7 +168,7 @@ def test_a_broadcast_that_changes_the_rank_runs_the_linear_as_it_was():
         def forward(self, x, t):
             return self.a(x.permute(0, 2, 3, 1) + t)  # t is 5-D: the Linear sees [2, N, H, W, C]
 
-    s = fuse_and_check(M(), torch.randn(2, 4, 3, 5), torch.randn(2, 1, 1, 1, 1))
+    s = fuse_and_check(M(), torch.randn(2, 4, 3, 5), torch.randn(2, 1, 1, 1, 1), linears=True)
     assert s.linears == 1
 
 
@@ -176,7 +176,7 @@ def test_compile_fullgraph_with_fused_linears():
     torch.manual_seed(0)
     m = ChannelsLastMlp().eval()
     x = torch.randn(2, 6, 5, 7)
-    fused = convkit.fuse(m)
+    fused = convkit.fuse(m, linears=True)
     with torch.no_grad():
         want = m(x)
         got = torch.compile(fused, fullgraph=True)(x)
@@ -247,11 +247,11 @@ class Block(nn.Module):
         return self.relu(self.bn(self.conv(x)) + x)
 
 
-def fuse_and_check(m, *inputs, bound=1e-4):
+def fuse_and_check(m, *inputs, bound=1e-4, **kwargs):
     m = randomise_bn(m).eval()
     with torch.no_grad():
         want = m(*inputs)
-        fused = convkit.fuse(m)
+        fused = convkit.fuse(m, **kwargs)
         got = fused(*inputs)
     assert rel_l2(got, want) <= bound, str(fused.convkit_summary)
     return fused.convkit_summary
