@@ -169,6 +169,7 @@ def family(name):
 def kernel_families(step, steps=5, host=False):
     """GPU ms per step by kernel family and the top kernels; host=True also records the CPU side: the host
     events with the most self time per step (ops and CUDA runtime calls: ms, calls per step), as "host"."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(3):
@@ -183,13 +184,16 @@ def kernel_families(step, steps=5, host=False):
     for e in prof.key_averages():
         if host and e.self_cpu_time_total > 0 and "Synchronize" not in e.key:
             cpu.append((e.key[:70], e.self_cpu_time_total / 1e3 / steps, e.count / steps))
-        # ms per step on the GPU: the kernels' own time (an op's device total, which the CPU activity adds as
-        # events, would count its kernels twice)
+        # ms per step on the GPU: the kernels' own time. With the CPU activity on, an op is an event too, and
+        # its self_device_time_total is the time of the kernels it launched itself (torch's profiler_util):
+        # counted, it would add those kernels a second time. Kernels are the events of a non-CPU device.
+        if e.device_type == DeviceType.CPU:
+            continue
         t = e.self_device_time_total / 1e3 / steps
         if t <= 0:
             continue
         fam[family(e.key)] = fam.get(family(e.key), 0.0) + t
-        top[e.key[:90]] = t
+        top[e.key[:90]] = top.get(e.key[:90], 0.0) + t  # (instances whose names agree this far: summed)
     r = dict(families=fam, top=sorted(top.items(), key=lambda kv: -kv[1])[:12])
     if host:
         r["host"] = sorted(cpu, key=lambda v: -v[1])[:14]
