@@ -395,6 +395,31 @@ def _new_conv(conv, weight, bias, activation, algo, memory_format, fused_from):
     return m
 
 
+def _epilogue_tail(gm, cur, order, chain, fused):
+    """What follows cur, the chain's output so far, into the epilogue: an activation, or an add of another
+    value computed before it and then maybe an activation. Appends the nodes it takes to chain and their
+    names to fused; returns (activation, the add's other operand or None)."""
+    user = _single_user(cur)
+    if user is None:
+        return "none", None
+    act = _activation_of(gm, user)
+    if act is not None:
+        chain.append(user)
+        fused.append(act)
+        return act, None
+    other = _add_other(user, cur)
+    if other is None or order[other] >= order[user] or other in chain:
+        return "none", None
+    chain.append(user)
+    fused.append("add")
+    nxt = _single_user(user)
+    act = _activation_of(gm, nxt) if nxt is not None else None
+    if act is not None:
+        chain.append(nxt)
+        fused.append(act)
+    return act or "none", other
+
+
 def _permute_dims(node):
     """The dims of a permute node (torch.permute(x, dims), x.permute(*dims) or x.permute(dims)), else None."""
     if node.op == "call_function" and node.target is torch.permute:
@@ -474,12 +499,7 @@ def _fuse_linears(gm, algo, memory_format, summary):
         activation, residual, nchw_out, scale = "none", None, False, None
         cur = lin_node
         user = _single_user(cur)
-        act = _activation_of(gm, user) if user is not None else None
-        if act is not None:
-            activation = act
-            chain.append(user)
-            fused.append(act)
-        elif user is not None:
+        if user is not None and _activation_of(gm, user) is None:
             if _permute_dims(user) == (0, 3, 1, 2):
                 nchw_out = True
                 chain.append(user)
@@ -491,35 +511,14 @@ def _fuse_linears(gm, algo, memory_format, summary):
                 chain.append(user)
                 fused.append("scale")
                 cur = user
-                user = _single_user(cur)
-            act = _activation_of(gm, user) if user is not None else None
-            other = _add_other(user, cur) if user is not None and act is None else None
-            if act is not None:
-                activation = act
-                chain.append(user)
-                fused.append(act)
-            elif other is not None and order[other] < order[user] and other not in chain:
-                residual = other
-                chain.append(user)
-                fused.append("add")
-                cur = user
-                nxt = _single_user(cur)
-                act2 = _activation_of(gm, nxt) if nxt is not None else None
-                if act2 is not None:
-                    activation = act2
-                    chain.append(nxt)
-                    fused.append(act2)
+        activation, residual = _epilogue_tail(gm, cur, order, chain, fused)
         w = lin.weight.detach()
         b = lin.bias.detach() if lin.bias is not None else None
         if scale is not None:
             sc = scale.detach().float().reshape(k)
             b = (b.float() * sc).to(w.dtype) if b is not None else None
             w = (w.float() * sc[:, None]).to(w.dtype)
-        name = lin_node.target + "_fused"
-        i = 1
-        while _has_submodule(gm, name):
-            i += 1
-            name = f"{lin_node.target}_fused{i}"
+        name = _free_name(gm, lin_node.target + "_fused")
         new = FusedLinear(lin.in_features, k, nchw_out=nchw_out, bias=b is not None, device=w.device, dtype=w.dtype,
                           algo=algo, activation=activation, fused_from=" + ".join(fused[1:]))
         with torch.no_grad():
@@ -580,23 +579,7 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
             notes.append("output used more than once: nothing fused after it")
         user = _single_user(cur)
         if user is not None:
-            act = _activation_of(gm, user)
-            other = _add_other(user, cur) if act is None else None
-            if act is not None:
-                activation = act
-                chain.append(user)
-                fused.append(act)
-            elif other is not None and order[other] < order[user]:
-                residual = other
-                chain.append(user)
-                fused.append("add")
-                cur = user
-                nxt = _single_user(cur)
-                act2 = _activation_of(gm, nxt) if nxt is not None else None
-                if act2 is not None:
-                    activation = act2
-                    chain.append(nxt)
-                    fused.append(act2)
+            activation, residual = _epilogue_tail(gm, cur, order, chain, fused)
         elif len(cur.users) > 1 and cur is not conv_node:
             notes.append("output used more than once: nothing fused after it")
         if len(chain) == 1 and isinstance(conv, cnn.Conv2d):
@@ -604,12 +587,7 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
                                              "; ".join(notes) if notes else "already a convkit convolution"))
             done.append(conv_node)
             continue
-        base = conv_node.target
-        name = base + "_fused"
-        i = 1
-        while _has_submodule(gm, name):
-            i += 1
-            name = f"{base}_fused{i}"
+        name = _free_name(gm, conv_node.target + "_fused")
         if call_sites[conv_node.target] > 1:
             notes.append(f"its module is called at {call_sites[conv_node.target]} places: each gets its own copy")
         new = _new_conv(conv, weight, bias, activation, algo, memory_format, " + ".join(fused[1:]))
@@ -643,6 +621,15 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
     gm.recompile()
     gm.delete_all_unused_submodules()
     return summary
+
+
+def _free_name(gm, name):
+    """name, or name2, name3, ...: the first that is not a submodule of gm yet."""
+    i, out = 1, name
+    while _has_submodule(gm, out):
+        i += 1
+        out = f"{name}{i}"
+    return out
 
 
 def _has_submodule(gm, name):
