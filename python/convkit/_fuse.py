@@ -39,7 +39,7 @@ convolution over x, and becomes one (convkit.FusedLinear, on the same memory: no
 where the scale is a parameter or buffer of shape (K, 1, 1) after the permute (ConvNeXt's layer_scale) or (K,)
 before it, folded into the weight and bias in float32. This rewrite is off by default (linears=True turns it
 on): convkit's 1x1 kernels reach 9-14% of the memory floor on ConvNeXt's widening layers (C -> 4C, GELU),
-where cuBLAS's GEMM and a separate GELU kernel run 1.5x faster, and the narrowing ones (4C -> C, the scale and
+where cuBLAS's GEMM and a separate GELU kernel run 1.7-2x faster, and the narrowing ones (4C -> C, the scale and
 the residual) only tie it, so ConvNeXt-T ran slower with it (docs/perf.md, 2026-12-03). On CUDA in float32 a
 FusedLinear computes with torch's Linear (cuBLAS) and PyTorch's epilogue ops, which measured faster there too
 (FusedLinear.torch_for_cuda_f32); in 16-bit types and on the CPU it is convkit's convolution.
@@ -454,7 +454,10 @@ def _channel_scale(gm, node, cur, k, nchw):
     other = b if a is cur else a if b is cur else None
     if not isinstance(other, torch.fx.Node) or other is cur or other.op != "get_attr":
         return None
-    t = _attr(gm, other.target)
+    try:
+        t = operator.attrgetter(other.target)(gm)
+    except AttributeError:
+        return None
     if not isinstance(t, torch.Tensor) or not t.is_floating_point():
         return None
     return t if tuple(t.shape) == ((k, 1, 1) if nchw else (k,)) else None
@@ -467,13 +470,6 @@ def _is_binary(node, name):
         return False
     return ((node.op == "call_function" and node.target in fns) or
             (node.op == "call_method" and node.target in (name, name + "_")))
-
-
-def _attr(gm, target):
-    obj = gm
-    for part in target.split("."):
-        obj = getattr(obj, part, None)
-    return obj
 
 
 def _fuse_linears(gm, algo, memory_format, summary):
@@ -496,7 +492,7 @@ def _fuse_linears(gm, algo, memory_format, summary):
         lin = gm.get_submodule(lin_node.target)
         k = lin.out_features
         chain, fused = [lin_node], ["linear"]
-        activation, residual, nchw_out, scale = "none", None, False, None
+        nchw_out, scale = False, None
         cur = lin_node
         user = _single_user(cur)
         if user is not None and _activation_of(gm, user) is None:
