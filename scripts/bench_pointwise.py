@@ -11,7 +11,8 @@ mobilenet_v2: each distinct 1x1 convolution of bench/shapes/mobilenet_v2.txt, bf
 epilogue: an expansion (K > C) + bias, relu6; a projection (K < C) + bias + a residual (the blocks that have
 one). convkit.conv2d with the epilogue against cuDNN's convolution and the same ops, eager and compiled.
 --algos: convkit runs each layer with every algo string given (a column each; "autotune" times the
-candidates on its first call and keeps the winner, whose variant the plan column then shows).
+candidates on its first call and keeps the winner, whose variant the plan column then shows; an algo that
+refuses a layer is nan there, and the sum of its column is then nan too).
 Each row: median ms (triton.testing.do_bench, L2 flushed between runs), convkit's plan (algorithm[variant]),
 the memory floor (x, w, y and the residual once, at the 4.26 TB/s copy rate of ../shared/ANCHORS.md) and
 the speed ratios (> 1: convkit faster). Markdown on stdout; exit status 0 whenever it ran, 2 without a GPU.
@@ -108,11 +109,18 @@ def run_case(name, n, hw, c, k, act, residual, is_linear, algos, with_torch=True
                                            " + residual" if residual else ""), ms={}, plan={})
     with torch.no_grad():
         want = torch_fn(x, r)
-        row["rel"] = max(rel(ck_for(al)(), want) for al in algos)
+        row["rel"] = 0.0
         for al in algos:
+            try:  # an algo that refuses this layer is an n/a cell, not a lost row
+                row["rel"] = max(row["rel"], rel(ck_for(al)(), want))
+            except (NotImplementedError, ValueError) as e:
+                row["ms"][al], row["plan"][al] = float("nan"), f"n/a: {str(e).splitlines()[0][:60]}"
+                continue
             row["ms"][al] = bench(ck_for(al))
             p = convkit.plan(xp, w4c, algo=al)
             row["plan"][al] = p.algo or p.algorithm
+        if all(v != v for v in row["ms"].values()):
+            raise ValueError("no algo ran: " + "; ".join(row["plan"].values()))
         row["eager_ms"] = row["compile_ms"] = float("nan")
         if with_torch:
             compiled = torch.compile(torch_fn)
@@ -160,7 +168,7 @@ def main():
             tot[al] += r["ms"][al]
         tot["eager"] += r["eager_ms"]
         tot["compile"] += r["compile_ms"]
-        best = min(r["ms"].values())
+        best = min(v for v in r["ms"].values() if v == v)
         cols = " | ".join(f"{r['ms'][al]:.4f} ({r['plan'][al]})" if al == "autotune" else f"{r['ms'][al]:.4f}"
                           for al in algos)
         t = r["ms"][first]

@@ -281,17 +281,10 @@ inline int huge_pattern(uint64_t i, uint64_t salt) {
 }
 }  // namespace
 
-TEST(TensorCoreHuge, F16NhwcPast2e31Elements) {
-  // n2c32h5793w5793k32r3s3p1 in f16 NHWC: 2,147,766,336 input and output elements each (> 2^31; 4.3 GB
-  // each). Integers in [-2, 2] and an integer bias: every output is an integer of magnitude <= 1154, exact
-  // in f16. Every output is scanned for leftover NaN poison; a few thousand points (the corners and edges
-  // of both images, the last element, random ones) are compared exactly with a host double sum
-  // (detail::reference_dot). Every CUDA convkit algorithm that accepts it runs its own choice and, when it
-  // has variants, its last one too.
-  TC_REQUIRE_GPU();
-  const Conv2dProblem p = Conv2dProblem::parse("n2c32h5793w5793k32r3s3p1");
+// Runs every CUDA convkit algorithm that accepts `spec` in f16 NHWC on integer data (see the tests below).
+void check_huge_f16(const char* spec) {
+  const Conv2dProblem p = Conv2dProblem::parse(spec);
   const ConvConfig cfg{DType::f16, Layout::nhwc, Device::cuda, MathMode::strict};
-  ASSERT_GT(p.input_elems(), int64_t(1) << 31);
   ASSERT_GT(p.output_elems(), int64_t(1) << 31);
   std::vector<const Algorithm*> algos;
   for (const Algorithm* a : algorithms()) {
@@ -411,4 +404,24 @@ TEST(TensorCoreHuge, F16NhwcPast2e31Elements) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("  f16 past 2^31: %d runs in %.1f s\n", ran, secs);
   if (ran == 0) GTEST_SKIP() << "no CUDA algorithm had device memory for its workspace";
+}
+
+TEST(TensorCoreHuge, F16NhwcPast2e31Elements) {
+  // n2c32h5793w5793k32r3s3p1 in f16 NHWC: 2,147,766,336 input and output elements each (> 2^31; 4.3 GB
+  // each). Integers in [-2, 2] and an integer bias: every output is an integer of magnitude <= 1154, exact
+  // in f16. Every output is scanned for leftover NaN poison; a few thousand points (the corners and edges
+  // of both images, the last element, random ones) are compared exactly with a host double sum
+  // (detail::reference_dot). Every CUDA convkit algorithm that accepts it runs its own choice and, when it
+  // has variants, its last one too.
+  TC_REQUIRE_GPU();
+  ASSERT_GT(Conv2dProblem::parse("n2c32h5793w5793k32r3s3p1").input_elems(), int64_t(1) << 31);
+  check_huge_f16("n2c32h5793w5793k32r3s3p1");
+}
+
+TEST(TensorCoreHuge, F16Nhwc1x1WideningPast2e31Outputs) {
+  // A widening 1x1 (16 -> 128 channels, cuda_pointwise_mma's kind) whose output passes 2^31 elements
+  // (2,149,580,800; 4.3 GB) while its input does not: the output offsets m * K in 64 bits. Outputs are
+  // integers of magnitude <= 34, checked as above.
+  TC_REQUIRE_GPU();
+  check_huge_f16("n1c16h4096w4100k128r1s1");
 }
