@@ -222,6 +222,27 @@ TEST(PlannerGpu, TheHeuristicPassesOverWhatItShouldNotChoose) {
   EXPECT_EQ(plan(Conv2dProblem::parse("n2c64h14w14k128r3s3p1g16"), cfg).algorithm->name(), "cuda_grouped");
 }
 
+// The 1x1 rule: cuda_pointwise_mma for C <= 192 (widening or not); above, the heuristic passes it over for the
+// implicit GEMMs and its verdict says why; by name it still runs there.
+TEST(PlannerGpu, OneByOneLayersOfFewChannelsGoToThePointwiseKernel) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  const Algorithm* pw = find_algorithm("cuda_pointwise_mma");
+  if (pw == nullptr) GTEST_SKIP() << "cuda_pointwise_mma is not in this build";
+  const ConvConfig cfg{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
+  for (const char* spec : {"n2c16h28w28k96r1s1", "n2c96h14w14k384r1s1", "n2c144h14w14k24r1s1"})
+    EXPECT_EQ(plan(Conv2dProblem::parse(spec), cfg).algorithm->name(), "cuda_pointwise_mma") << spec;
+  const Conv2dProblem wide = Conv2dProblem::parse("n2c384h14w14k1536r1s1");
+  const Plan pl = plan(wide, cfg);
+  ASSERT_NE(pl.algorithm, nullptr);
+  EXPECT_NE(pl.algorithm, pw);
+  ASSERT_NE(verdict_of(pl, "cuda_pointwise_mma"), nullptr);
+  EXPECT_NE(verdict_of(pl, "cuda_pointwise_mma")->answer.find("C > 192"), std::string::npos)
+      << verdict_of(pl, "cuda_pointwise_mma")->answer;
+  PlanOptions named;
+  named.algo = "cuda_pointwise_mma";
+  EXPECT_EQ(plan(wide, cfg, {}, named).algorithm, pw);
+}
+
 TEST(PlannerGpu, MisalignedOperandsGoToAnAlgorithmThatTakesThem) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   const Algorithm* wgmma = find_algorithm("cuda_igemm_wgmma");
