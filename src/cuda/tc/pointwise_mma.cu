@@ -249,7 +249,7 @@ const std::vector<PwTile>& tiles() {
   return t;
 }
 
-int row_bytes_of(int64_t c) { return int((2 * ((c + 15) / 16) + 1) * 16); }
+constexpr int row_bytes_of(int64_t c) { return int((2 * ((c + 15) / 16) + 1) * 16); }
 
 int64_t smem_of(const PwTile& t, int64_t c, int nbuf) {
   const int64_t rb = row_bytes_of(c);
@@ -257,6 +257,8 @@ int64_t smem_of(const PwTile& t, int64_t c, int nbuf) {
 }
 
 constexpr int64_t kSmemPerSm = 228 * 1024, kSmemPerBlockMax = 227 * 1024;
+// The 64x64 tiles with one filter tile fit a block for every C it takes (the heuristic relies on it).
+static_assert((64 + 64) * int64_t(row_bytes_of(kMaxC)) + 64 * (2 * 64 + 16) <= kSmemPerBlockMax, "kMaxC fits");
 
 int blocks_per_sm(const PwTile& t, int64_t c, int nbuf) {
   const int64_t s = smem_of(t, c, nbuf);
@@ -304,8 +306,8 @@ std::vector<PwPlan> candidate_plans(const Conv2dProblem& pb, int sms) {
 // (H200, bf16 batch 32, docs/perf.md 2026-12-03), one filter tile the faster at C = 144 and 192.
 PwPlan heuristic_plan(const Conv2dProblem& pb, int sms) {
   const PwTile& t = tiles()[1];
+  // (one >= 1 for every C it takes: see the static_assert at kSmemPerBlockMax)
   const int two = blocks_per_sm(t, pb.c, 2), one = blocks_per_sm(t, pb.c, 1);
-  if (two == 0 && one == 0) return candidate_plans(pb, sms).front();
   return plan_with(t, one > two ? 1 : 2, pb, sms);
 }
 
