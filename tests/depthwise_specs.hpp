@@ -20,6 +20,11 @@ inline constexpr const char* kDepthwiseSpecs[] = {
     // the column kernel: padding past R/2 at 3x3 and 5x5, 5x5 stride 2 on odd sizes with 8 channels
     "n2c16h9w11k16r3s3p2g16",        "n2c24h15w13k24r5s5p3g24",      "n1c8h7w9k8r5s5p3u2g8",
     // the tensor-core kernel: a width past its widest tile (Q = 75 in tiles of 25), dilation along W
-    "n1c16h10w75k16r3s3p2dw2g16"};
+    "n1c16h10w75k16r3s3p2dw2g16",
+    // the TMA kernel: channel chunks of which the last is partly past C (144 = 64 + 64 + 16 in 16-bit types,
+    // 200 with 5x5), 7x7 stride 2 on odd sizes, padding past the filter (windows wholly in the padding),
+    // more tiles than the grid has blocks (each block's stages wrap)
+    "n3c144h30w30k144r3s3p1g144",    "n2c200h19w17k200r5s5p2g200",   "n2c72h23w29k72r7s7p3u2g72",
+    "n1c32h6w7k32r3s3p4g32",         "n16c64h64w64k64r3s3p1g64"};
 
 }  // namespace ckt

@@ -195,6 +195,43 @@ TEST(CudaDepthwise, EveryVariantBitEqualF32AndWithinBound16Bit) {
   }
 }
 
+// The TMA kernel alone (so that compute-sanitizer can run it over every shape quickly): every stage count
+// and block size on every shape it takes, f32 bit-exact on small integers, bf16 within its bound, each with
+// bias, residual (in place on some) and an activation.
+TEST(CudaDepthwise, TmaKernelEveryVariant) {
+  const Algorithm* a = gpu_depthwise();
+  if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  uint32_t seed = 4100;
+  int ran = 0, act = 0;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const char* spec : ckt::kDepthwiseSpecs) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      const ConvConfig cfg{dt, Layout::nhwc, Device::cuda, MathMode::strict};
+      std::vector<std::string> tma;
+      for (const std::string& v : a->variants(p, cfg))
+        if (v.rfind("tma/", 0) == 0) tma.push_back(v);
+      if (tma.empty()) continue;
+      ckt::EpilogueSpec es;
+      es.bias = true;
+      es.residual = (seed % 2) == 0;
+      es.residual_aliases_dst = es.residual && (seed % 4 == 0);
+      const bool exact = dt == DType::f32;
+      es.activation = exact ? (act++ % 2 ? Activation::relu6 : Activation::relu) : static_cast<Activation>(act++ % 8);
+      const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, exact ? ckt::Fill::small_ints : ckt::Fill::gaussian);
+      const ckt::HostTensor want = ckt::reference(c);
+      for (const std::string& v : tma) {
+        ckt::RunOpts o;
+        o.variant = v;
+        const ckt::HostTensor got = ckt::run_case(*a, c, o);
+        const ckt::Verdict verdict = ckt::check_output(*a, c, got, want.memory_order(), exact ? 1e-5 : 1e-2, exact);
+        EXPECT_TRUE(verdict.ok) << spec << " " << to_string(dt) << " variant " << v << ": " << verdict.message;
+        ++ran;
+      }
+    }
+  EXPECT_GT(ran, 60);  // about 14 shapes x 2 types x 5 variants
+}
+
 // The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): the rows
 // kernel at stride 2 and on images of 28 columns or more, the window kernel on smaller ones, the column
 // kernel at f32 3x3 stride 2 and where neither applies, the tensor-core kernel where only the general one

@@ -32,6 +32,8 @@ inline Support require_f32_strict(const ConvConfig& cfg, bool nhwc_ok) {
 
 // The current device's SM count, cached per device (throws convkit::Error when CUDA cannot say).
 int sm_count_of_current_device();
+// The current device's compute capability, major part (cached once a device).
+int cc_major_of_current_device();
 // Shared memory an SM has for its blocks, in bytes (cached once a device).
 int64_t smem_per_sm_of_current_device();
 

@@ -76,6 +76,11 @@ int64_t smem_per_sm_of_current_device() {
   return cached_attribute(cache, cudaDevAttrMaxSharedMemoryPerMultiprocessor);
 }
 
+int cc_major_of_current_device() {
+  static std::array<std::atomic<int>, 64> cache{};
+  return cached_attribute(cache, cudaDevAttrComputeCapabilityMajor);
+}
+
 bool cuda_present() {
   static const bool present = [] {
     int n = 0;

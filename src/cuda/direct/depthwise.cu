@@ -493,6 +493,7 @@ __global__ void __launch_bounds__(256) depthwise_nchw_window_kernel(ConvDims d, 
 #include "cuda/direct/depthwise_rows.cuh"
 #include "cuda/direct/depthwise_cols.cuh"
 #include "cuda/direct/depthwise_mma.cuh"
+#include "cuda/direct/depthwise_tma.cuh"
 
 namespace convkit::detail {
 namespace {
@@ -758,17 +759,87 @@ bool mma_take(const Conv2dProblem& pb, const ConvConfig& cfg, MmaChoice choice) 
   return t.ncb * t.wm <= 8 && t.smem <= kSmemBudget && int64_t(pb.n) * t.walks * t.tiles_q * t.chunks < INT_MAX;
 }
 
+// The TMA kernel (depthwise_tma.cuh), variants "tma/<threads>/s<stages>": up to `threads` a block, `stages`
+// tiles in flight. NHWC, M = 1, a square 3x3, 5x5 or 7x7 filter, the same stride (1 or 2) both ways,
+// dilation 1, C * element size a multiple of 16 bytes, one image's output under 2^31 elements, a device and
+// a build of compute capability 9.0 or later (the copy engine).
+struct TmaChoice {
+  int threads = 256, stages = 3;
+};
+constexpr TmaChoice kTmaChoices[] = {{256, 3}, {256, 2}, {256, 4}, {128, 3}, {128, 4}};
+
+std::string tma_name(TmaChoice c) { return "tma/" + std::to_string(c.threads) + "/s" + std::to_string(c.stages); }
+
+bool parse_tma_variant(const std::string& v, TmaChoice& c) {
+  int th = 0, st = 0;
+  char tail = 0;
+  if (std::sscanf(v.c_str(), "tma/%d/s%d%c", &th, &st, &tail) != 2) return false;
+  for (TmaChoice k : kTmaChoices)
+    if (k.threads == th && k.stages == st) { c = k; return true; }
+  return false;
+}
+
+// A thread's outputs (rows kPw x columns kQt) for a filter size and stride: as many as keep the taps, the
+// accumulators and one input row in registers (under ~128).
+struct TmaShape {
+  int pw, qt;
+};
+constexpr TmaShape tma_shape(int k, int u) {
+  return k == 3 ? (u == 1 ? TmaShape{4, 4} : TmaShape{2, 4})
+         : k == 5 ? (u == 1 ? TmaShape{2, 4} : TmaShape{2, 2})
+                  : (u == 1 ? TmaShape{2, 2} : TmaShape{1, 2});
+}
+
+// Whether this process's device and build run the TMA kernel: compute capability 9.0 or later, and the
+// kernel's code built for it (a build for older targets only has an empty body).
+bool tma_device_ok();
+
+// wc warps across the columns: the count up to threads/32 whose tile wastes the fewest columns of Q (the
+// larger on a tie); then wr warps down the rows, as many as the rest of the block allows without passing P.
+DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
+  DwTma t;
+  const TmaShape sh = tma_shape(int(pb.r), int(pb.stride_h));
+  const int max_warps = choice.threads / 32, K = int(pb.r), U = int(pb.stride_h);
+  const int64_t P = pb.p(), Q = pb.q();
+  int64_t best_cols = INT64_MAX;
+  for (int m = 1; m <= max_warps; ++m) {
+    const int64_t cols = (Q + sh.qt * m - 1) / (sh.qt * m) * (sh.qt * m);
+    if (cols <= best_cols) best_cols = cols, t.wc = m;
+  }
+  t.wr = int(std::clamp<int64_t>((P + sh.pw - 1) / sh.pw, 1, max_warps / t.wc));
+  t.tile_q = sh.qt * t.wc, t.tile_p = sh.pw * t.wr;
+  t.iw = (t.tile_q - 1) * U + K, t.ih = (t.tile_p - 1) * U + K;
+  t.stages = choice.stages;
+  t.stage_bytes = t.ih * t.iw * 128;
+  t.smem = int64_t(t.stages) * t.stage_bytes;
+  t.chunks = int((pb.c * elem + 127) / 128);
+  t.tiles_q = int((Q + t.tile_q - 1) / t.tile_q), t.tiles_p = int((P + t.tile_p - 1) / t.tile_p);
+  t.items = int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p;
+  t.threads = 32 * t.wc * t.wr;
+  return t;
+}
+
+bool tma_take(const Conv2dProblem& pb, const ConvConfig& cfg, TmaChoice choice) {
+  if (cfg.layout != Layout::nhwc || pb.k_per_group() != 1 || pb.r != pb.s || (pb.r != 3 && pb.r != 5 && pb.r != 7) ||
+      pb.stride_h != pb.stride_w || (pb.stride_h != 1 && pb.stride_h != 2) || pb.dilation_h != 1 ||
+      pb.dilation_w != 1 || (pb.c * elem_bytes(cfg.dtype)) % 16 != 0 || pb.p() * pb.q() * pb.k >= INT_MAX)
+    return false;
+  return plan_tma(pb, elem_bytes(cfg.dtype), choice).smem <= 200 * 1024 && tma_device_ok();
+}
+
 // The kernel of one call: the rows kernel with its tile choice, the tensor-core kernel with its tile, the
 // column, the window or the general kernel.
 struct DwKernel {
-  enum Kind { rows, mma, cols, window, general } kind = general;
+  enum Kind { rows, mma, cols, window, general, tma } kind = general;
   RowsChoice rows_choice;
   MmaChoice mma_choice;
+  TmaChoice tma_choice;
 };
 
 std::string name_of(const DwKernel& k) {
   return k.kind == DwKernel::rows     ? rows_name(k.rows_choice)
          : k.kind == DwKernel::mma    ? mma_name(k.mma_choice)
+         : k.kind == DwKernel::tma    ? tma_name(k.tma_choice)
          : k.kind == DwKernel::cols   ? kCols
          : k.kind == DwKernel::window ? kWindow
                                       : kGeneral;
@@ -826,6 +897,10 @@ std::vector<std::string> variants_of(const Conv2dProblem& pb, const ConvConfig& 
     if (mma_take(pb, cfg, c) && (first.kind != DwKernel::mma || first.mma_choice.pixels != c.pixels ||
                                  first.mma_choice.steps != c.steps))
       v.push_back(mma_name(c));
+  for (TmaChoice c : kTmaChoices)
+    if (tma_take(pb, cfg, c) && (first.kind != DwKernel::tma || first.tma_choice.threads != c.threads ||
+                                 first.tma_choice.stages != c.stages))
+      v.push_back(tma_name(c));
   if (cols_take(pb, cfg) && first.kind != DwKernel::cols) v.push_back(kCols);
   if (window_takes(pb, cfg) && first.kind != DwKernel::window) v.push_back(kWindow);
   if (first.kind != DwKernel::general) v.push_back(kGeneral);
@@ -850,6 +925,10 @@ DwKernel kernel_for(const ConvCall& call) {
     return k;
   }
   if (call.variant == kCols && cols_take(pb, cfg)) return {DwKernel::cols, {}};
+  if (parse_tma_variant(call.variant, k.tma_choice) && tma_take(pb, cfg, k.tma_choice)) {
+    k.kind = DwKernel::tma;
+    return k;
+  }
   if (parse_mma_variant(call.variant, k.mma_choice) && mma_take(pb, cfg, k.mma_choice)) {
     k.kind = DwKernel::mma;
     return k;
@@ -904,6 +983,61 @@ void launch_mma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>
   }
 }
 
+template <typename T, int kK, int kU>
+void launch_tma_k(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, const DwTma& t) {
+  constexpr TmaShape sh = tma_shape(kK, kU);
+  auto kernel = depthwise_nhwc_tma_kernel<T, kK, kU, sh.pw, sh.qt>;
+  const void* kp = reinterpret_cast<const void*>(kernel);
+  opt_in_dynamic_smem(kp, t.smem);
+  int per_sm = 0;
+  CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, t.threads, size_t(t.smem)));
+  const int64_t grid = std::min<int64_t>(t.items, int64_t(std::max(per_sm, 1)) * sm_count_of_current_device());
+  // The input as the 4-D tensor (C, W, H, N), innermost first; boxes of one tile's 128 bytes of channels x
+  // iw columns x ih rows of one image; coordinates outside the tensor (the padding) arrive as zeros.
+  const Conv2dProblem& pb = call.problem;
+  const int64_t es = sizeof(T);
+  const cuuint64_t dims[4] = {cuuint64_t(pb.c), cuuint64_t(pb.w), cuuint64_t(pb.h), cuuint64_t(pb.n)};
+  const cuuint64_t strides[3] = {cuuint64_t(pb.c * es), cuuint64_t(pb.w * pb.c * es), cuuint64_t(pb.h * pb.w * pb.c * es)};
+  const cuuint32_t box[4] = {cuuint32_t(128 / es), cuuint32_t(t.iw), cuuint32_t(t.ih), 1};
+  const cuuint32_t estrides[4] = {1, 1, 1, 1};
+  const CUtensorMapDataType type = std::is_same_v<T, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  CUtensorMap map;
+  const CUresult r = tensor_map_encoder()(&map, type, 4, const_cast<void*>(call.src.data), dims, strides, box, estrides,
+                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error(StatusCode::cuda_error, "cuda_depthwise: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) +
+                                            ") for the input of " + pb.to_string() + ".");
+  kernel<<<unsigned(grid), t.threads, t.smem, st>>>(map, d, t, static_cast<const T*>(call.wei.data),
+                                                    static_cast<T*>(call.dst.data), epi);
+  CK_LAUNCH("depthwise_nhwc_tma_kernel");
+}
+
+template <typename T>
+void launch_tma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, TmaChoice choice) {
+  const Conv2dProblem& pb = call.problem;
+  const DwTma t = plan_tma(pb, int64_t(sizeof(T)), choice);
+  const bool s2 = pb.stride_h == 2;
+  if (pb.r == 3) return s2 ? launch_tma_k<T, 3, 2>(call, d, epi, st, t) : launch_tma_k<T, 3, 1>(call, d, epi, st, t);
+  if (pb.r == 5) return s2 ? launch_tma_k<T, 5, 2>(call, d, epi, st, t) : launch_tma_k<T, 5, 1>(call, d, epi, st, t);
+  return s2 ? launch_tma_k<T, 7, 2>(call, d, epi, st, t) : launch_tma_k<T, 7, 1>(call, d, epi, st, t);
+}
+
+bool tma_device_ok() {
+  if (!cuda_present() || cc_major_of_current_device() < 9) return false;
+  static const bool built = [] {
+    cudaFuncAttributes a{};
+    if (cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(depthwise_nhwc_tma_kernel<float, 3, 1, 4, 4>)) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return a.ptxVersion >= 90 && a.binaryVersion >= 90;
+  }();
+  return built;
+}
+
 template <typename T>
 void launch(const ConvCall& call) {
   const Conv2dProblem& pb = call.problem;
@@ -929,6 +1063,7 @@ void launch(const ConvCall& call) {
     if (choice.kind == DwKernel::rows) return launch_rows<T>(call, d, epi, st, choice.rows_choice);
     if (choice.kind == DwKernel::cols) return launch_cols<T>(call, d, epi, st);
     if (choice.kind == DwKernel::mma) return launch_mma<T>(call, d, epi, st, choice.mma_choice);
+    if (choice.kind == DwKernel::tma) return launch_tma<T>(call, d, epi, st, choice.tma_choice);
     const DwPlan t = plan_nhwc(pb, vec);
     const dim3 grid(unsigned(int64_t(pb.n) * t.tiles_p * t.tiles_q), unsigned((pb.k + t.lanes * vec - 1) / (t.lanes * vec)));
     constexpr int kV = int(16 / sizeof(T));

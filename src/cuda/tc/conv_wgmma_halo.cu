@@ -74,16 +74,7 @@ struct HaloArgs {
   int64_t units;       // n_img * nblk * units_img
 };
 
-// A 4-D box of the NHWC input [N][H][W][C]: 64 channels from c, columns w.., rows h.. of image n (outside
-// the image: zeros), in the tensor map's 128-byte swizzle.
-__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, int c, int w, int h, int n,
-                                            uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
-      "[%6];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar)
-      : "memory");
-}
+// (The 4-D box of the NHWC input, tma_load_4d, is in cuda/common/tma.cuh: channel, column, row, image.)
 
 // One step of the walk: the block's next one or two units (two when the next unit is in range, in the same
 // image and under the same weights).

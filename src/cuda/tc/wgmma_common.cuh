@@ -1,7 +1,7 @@
 // The pieces the Hopper kernels share (cuda_igemm_wgmma and cuda_conv_wgmma_halo, both sm_90a objects): the
-// 128-byte-swizzled stage layout, the PTX wrappers (wgmma, mbarriers, TMA), one stage's multiply, the epilogue
-// that takes a warpgroup tile's accumulators to the output, and the host side's tensor-map encoder, weight
-// map and device check. Include only from sm_90a translation units.
+// 128-byte-swizzled stage layout, the PTX wrappers (wgmma, and the mbarrier and TMA ones that go beyond
+// cuda/common/tma.cuh's), one stage's multiply, the epilogue that takes a warpgroup tile's accumulators to
+// the output, and the host side's weight map and device check. Include only from sm_90a translation units.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the driver's encoder is reached through the runtime: no -lcuda)
@@ -15,6 +15,7 @@
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/tma.cuh"
 #include "cuda/tc/igemm_tc.cuh"
 
 namespace convkit::detail {
@@ -162,15 +163,7 @@ __device__ __forceinline__ void wgmma_wait() {
 }
 // Ordinary (generic-proxy) writes to shared memory, cp.async included, made visible to wgmma's reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// ---- mbarriers and the tensor-memory-access (TMA) copy of the weights ----
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
-// One arrival that also announces `bytes` of transaction to come (the TMA's complete_tx pays them off).
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
+// ---- mbarriers and the tensor-memory-access (TMA) copies (the rest in cuda/common/tma.cuh) ----
 // One arrival if `pred`, predicated inside the asm (no branch in the k loop while a wgmma is in flight).
 __device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
@@ -181,16 +174,6 @@ __device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
 // consumers' of the warp-specialized kernel (whose producer warpgroup never joins).
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
 }
 // A 2-D box of the weight matrix [K rows][Kg] (coordinates: k element, row) into shared memory, in the
 // tensor map's 128-byte swizzle (the layout wgmma reads); rows or k past the matrix arrive as zeros.
@@ -434,25 +417,7 @@ __device__ __forceinline__ void wgmma_epilogue(const TcArgs& a, float (&acc)[BN 
   }
 }
 
-// ---- host side ----------------------------------------------------------------------------------
-// A driver function (cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col) reached through the runtime, so that
-// libconvkit needs no -lcuda; looked up once.
-template <typename Fn>
-Fn driver_function(const char* name) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q);
-  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || p == nullptr) {
-    cudaGetLastError();
-    throw Error(StatusCode::cuda_error, std::string("cuda_igemm_wgmma: the driver does not provide ") + name + ".");
-  }
-  return reinterpret_cast<Fn>(p);
-}
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const auto fn = driver_function<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled");
-  return fn;
-}
-
+// ---- host side (the tensor-map encoder is in cuda/common/tma.cuh) ------------------------------
 
 // The weights as a 2-D tensor [K*nb][Kg] (KRSC flattened; nb = N with per-sample weights), boxes of one
 // stage's k (128 bytes) x box_rows rows, 128-byte swizzle. (No allocation: run() calls this on every launch.)

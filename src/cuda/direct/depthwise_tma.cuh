@@ -1,0 +1,196 @@
+// cuda_depthwise's TMA kernel: NHWC depthwise (M = 1) whose input tiles arrive by the tensor-memory-access
+// engine, several tiles ahead, while the block's threads do nothing but FMAs from shared memory.
+//
+// Adds over the rows kernel (depthwise_rows.cuh): there every thread issues its share of the cp.async
+// pieces of each step (addresses, bounds tests, zero fills) and the profile found the kernel bound by
+// instruction issue, with the FMAs a small part of it. Here one thread issues one TMA copy a tile: the
+// engine computes the addresses, and fills the padding (coordinates outside the image) with zeros, so the
+// other threads' instructions are the tile's shared-memory loads, the bf16/f16 unpacking and the FMAs. The
+// block is persistent: it takes tiles blockIdx.x, blockIdx.x + gridDim.x, ... and keeps `stages` of them
+// in flight on mbarriers, so the copies never wait for a block to start.
+//
+// Work mapping: a tile = one image x kCb channels (128 bytes a pixel: 64 16-bit or 32 fp32 channels) x
+// (kPw * wr) output rows x (kQt * wc) output columns; its box is the input rows and columns those outputs
+// read (halo included). Warp (wq, wrow) owns kPw x kQt outputs; lane l owns channels l * kCl .. + kCl - 1
+// of each (kCl = 2 for 16-bit types, 1 for fp32), so each shared-memory load of a warp is one pixel's 128
+// bytes (one wavefront, conflict-free for any stride) and each store one contiguous 128-byte run. A thread
+// reads each input row of its window once: kCols pixels, each feeding up to kQt * kK FMAs from registers;
+// the kK x kK taps of its channels stay in registers (reloaded when its tile's channels change).
+// Square 3x3, 5x5 or 7x7 filters, the same stride (1 or 2) both ways, dilation 1, any padding; C * element
+// size a multiple of 16 bytes (the tensor map's strides); one image's output under 2^31 elements.
+#pragma once
+
+#include "cuda/common/tma.cuh"
+
+namespace convkit::detail {
+namespace {
+
+constexpr int kTmaMaxStages = 4;
+
+// The tiling of one launch, chosen on the host (plan_tma in depthwise.cu).
+struct DwTma {
+  int wc = 1, wr = 1;           // warps across the tile's columns and down its rows
+  int iw = 1, ih = 1;           // the box: input columns and rows of a tile
+  int stages = 3;               // tiles in flight a block
+  int chunks = 1, tiles_q = 1, tiles_p = 1;
+  int tile_q = 1, tile_p = 1;   // output columns and rows of a tile
+  int stage_bytes = 0;
+  int64_t items = 0;            // tiles: N * chunks * tiles_q * tiles_p
+  int64_t smem = 0;
+  int threads = 32;
+};
+
+// Two 16-bit values (or one fp32) of a 32-bit word as fp32.
+template <typename T>
+__device__ __forceinline__ void unpack_word(uint32_t v, float (&x)[4 / sizeof(T)]) {
+  if constexpr (std::is_same_v<T, float>) {
+    x[0] = __uint_as_float(v);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    x[0] = __uint_as_float(v << 16);  // a bf16 is the top half of an fp32 (exact)
+    x[1] = __uint_as_float(v & 0xffff0000u);
+  } else {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
+    x[0] = f.x, x[1] = f.y;
+  }
+}
+
+template <typename T, int kK, int kU, int kPw, int kQt>
+__global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_constant__ CUtensorMap map, ConvDims d,
+                                                                DwTma t, const T* __restrict__ wei, T* dst,
+                                                                DeviceEpilogue<T> epi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kCl = int(4 / sizeof(T));               // channels a lane
+  constexpr int kCb = 32 * kCl;                         // channels a tile
+  constexpr int kRows = (kPw - 1) * kU + kK, kCols = (kQt - 1) * kU + kK;  // a thread's input window
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t full[kTmaMaxStages];
+  const uint32_t s_tiles = uint32_t(__cvta_generic_to_shared(smem));
+  const uint32_t s_full = uint32_t(__cvta_generic_to_shared(full));
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int wq = warp % t.wc, wrow = warp / t.wc;
+
+  // Tile `item` -> (chunk, image, tile row, tile column), the tile row fastest: the tiles in flight across
+  // the grid at one time are neighbours, whose halos meet in L2.
+  auto decode = [&](int64_t item, int& chunk, int& n, int& tp, int& tq) {
+    tp = int(item % t.tiles_p);
+    item /= t.tiles_p;
+    tq = int(item % t.tiles_q);
+    item /= t.tiles_q;
+    n = int(item % d.n);
+    chunk = int(item / d.n);
+  };
+  auto issue = [&](int64_t item, int stage) {
+    int chunk, n, tp, tq;
+    decode(item, chunk, n, tp, tq);
+    const uint32_t bar = s_full + 8 * stage;
+    mbar_arrive_expect_tx(bar, uint32_t(t.stage_bytes));
+    tma_load_4d(s_tiles + uint32_t(stage * t.stage_bytes), &map, chunk * kCb, tq * t.tile_q * kU - d.pad_w,
+                tp * t.tile_p * kU - d.pad_h, n, bar);
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < t.stages; ++s) mbar_init(s_full + 8 * s, 1);
+    mbar_init_fence();
+    for (int s = 0; s < t.stages; ++s)
+      if (blockIdx.x + int64_t(s) * gridDim.x < t.items) issue(blockIdx.x + int64_t(s) * gridDim.x, s);
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+
+  float w[kK][kK][kCl], bias[kCl];
+  int loaded_chunk = -1;
+  int64_t k_iter = 0;
+  for (int64_t item = blockIdx.x; item < t.items; item += gridDim.x, ++k_iter) {
+    const int stage = int(k_iter % t.stages);
+    const uint32_t parity = uint32_t(k_iter / t.stages) & 1u;
+    int chunk, n, tp, tq;
+    decode(item, chunk, n, tp, tq);
+    const int c = chunk * kCb + lane * kCl;  // the lane's first channel (C is a multiple of kCl)
+    if (chunk != loaded_chunk) {             // the taps and bias of the lane's channels, fp32
+      loaded_chunk = chunk;
+#pragma unroll
+      for (int e = 0; e < kCl; ++e) {
+        const bool ok = c + e < d.k;
+#pragma unroll
+        for (int r = 0; r < kK; ++r)
+#pragma unroll
+          for (int s = 0; s < kK; ++s)
+            w[r][s][e] = ok ? elem_to_float<T>(wei[int64_t(c + e) * (kK * kK) + r * kK + s]) : 0.0f;
+        bias[e] = ok && epi.bias ? elem_to_float<T>(epi.bias[c + e]) : 0.0f;
+      }
+    }
+    mbar_wait(s_full + 8 * stage, parity);
+
+    // The thread's window: input rows wrow * kPw * kU + (0 .. kRows-1), columns wq * kQt * kU + (0 .. kCols-1).
+    const uint32_t* tile = reinterpret_cast<const uint32_t*>(smem + size_t(stage) * t.stage_bytes) +
+                           ((wrow * kPw * kU) * t.iw + wq * kQt * kU) * 32 + lane;
+    float acc[kPw][kQt][kCl];
+#pragma unroll
+    for (int i = 0; i < kPw; ++i)
+#pragma unroll
+      for (int j = 0; j < kQt; ++j)
+#pragma unroll
+        for (int e = 0; e < kCl; ++e) acc[i][j][e] = 0.0f;
+#pragma unroll
+    for (int ir = 0; ir < kRows; ++ir) {
+      float x[kCols][kCl];
+#pragma unroll
+      for (int jj = 0; jj < kCols; ++jj) unpack_word<T>(tile[(ir * t.iw + jj) * 32], x[jj]);
+#pragma unroll
+      for (int i = 0; i < kPw; ++i) {
+        const int r = ir - i * kU;  // the filter row that input row ir is for output row i
+        if (r < 0 || r >= kK) continue;
+#pragma unroll
+        for (int j = 0; j < kQt; ++j)
+#pragma unroll
+          for (int s = 0; s < kK; ++s)
+#pragma unroll
+            for (int e = 0; e < kCl; ++e) acc[i][j][e] = fmaf(x[j * kU + s][e], w[r][s][e], acc[i][j][e]);
+      }
+    }
+    // NOTE: every warp has read the stage before it is refilled; the refill then overlaps the stores below.
+    __syncthreads();
+    if (threadIdx.x == 0 && item + int64_t(t.stages) * gridDim.x < t.items)
+      issue(item + int64_t(t.stages) * gridDim.x, stage);
+
+    // The epilogue in apply_epilogue's order (alpha, bias, beta * residual, activation), one rounding.
+    const int p0 = tp * t.tile_p + wrow * kPw, q0 = tq * t.tile_q + wq * kQt;
+    if (c >= d.k) continue;
+    const int64_t img = int64_t(n) * d.p * d.q * d.k;  // one image's output is under 2^31 elements
+#pragma unroll
+    for (int i = 0; i < kPw; ++i)
+#pragma unroll
+      for (int j = 0; j < kQt; ++j)
+#pragma unroll
+        for (int e = 0; e < kCl; ++e) acc[i][j][e] = acc[i][j][e] * epi.alpha + bias[e];
+    if (epi.residual) {
+#pragma unroll
+      for (int i = 0; i < kPw; ++i)
+#pragma unroll
+        for (int j = 0; j < kQt; ++j)
+          if (p0 + i < d.p && q0 + j < d.q) {
+            const int o = ((p0 + i) * d.q + q0 + j) * d.k + c;
+            float rv[kCl];
+            unpack_word<T>(*reinterpret_cast<const uint32_t*>(epi.residual + img + o), rv);  // read before the store
+#pragma unroll
+            for (int e = 0; e < kCl; ++e) acc[i][j][e] += epi.beta * rv[e];
+          }
+    }
+#pragma unroll
+    for (int i = 0; i < kPw; ++i) activate_all<kQt * kCl>(epi.activation, &acc[i][0][0]);  // NOTE: a row at a time
+                                                                                          // (32 values at once went to
+                                                                                          // local memory)
+#pragma unroll
+    for (int i = 0; i < kPw; ++i)
+#pragma unroll
+      for (int j = 0; j < kQt; ++j)
+        if (p0 + i < d.p && q0 + j < d.q) {
+          Vec<T, kCl> out;
+#pragma unroll
+          for (int e = 0; e < kCl; ++e) out.v[e] = float_to_elem<T>(acc[i][j][e]);
+          *reinterpret_cast<Vec<T, kCl>*>(dst + img + ((p0 + i) * d.q + q0 + j) * d.k + c) = out;
+        }
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace convkit::detail
