@@ -790,12 +790,20 @@ constexpr TmaShape tma_shape(int k, int u) {
                   : (u == 1 ? TmaShape{2, 2} : TmaShape{1, 2});
 }
 
+// Channels a lane: two 16-bit ones (a 32-bit word) where C is a multiple of 64, else one (so that the last
+// chunk of 32 * kCl channels idles fewer lanes); one fp32.
+int tma_lane_channels(const Conv2dProblem& pb, int64_t elem) { return elem == 2 && pb.c % 64 == 0 ? 2 : 1; }
+
 // Whether this process's device and build run the TMA kernel: compute capability 9.0 or later, and the
 // kernel's code built for it (a build for older targets only has an empty body).
 bool tma_device_ok();
 
 // wc warps across the columns: the count up to threads/32 whose tile wastes the fewest columns of Q (the
-// larger on a tie); then wr warps down the rows, as many as the rest of the block allows without passing P.
+// larger on a tie); then wr warps down the rows, as many as the rest of the block allows without passing P;
+// then nsub row groups a warp, the count with the fewest input rows staged plus output rows computed down
+// the image (halo re-reads against rows past P; the larger on a tie) while a stage stays under 32 KB (so that 2-3 blocks of 3 stages fit an SM) and the launch keeps at least 512 tiles
+// (about 4 a multiprocessor): fewer, taller tiles re-read fewer halo rows and pay the per-tile wait,
+// barrier and index arithmetic less often.
 DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   DwTma t;
   const TmaShape sh = tma_shape(int(pb.r), int(pb.stride_h));
@@ -807,14 +815,27 @@ DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
     if (cols <= best_cols) best_cols = cols, t.wc = m;
   }
   t.wr = int(std::clamp<int64_t>((P + sh.pw - 1) / sh.pw, 1, max_warps / t.wc));
-  t.tile_q = sh.qt * t.wc, t.tile_p = sh.pw * t.wr;
-  t.iw = (t.tile_q - 1) * U + K, t.ih = (t.tile_p - 1) * U + K;
+  t.tile_q = sh.qt * t.wc;
+  t.iw = (t.tile_q - 1) * U + K;
+  t.cl = tma_lane_channels(pb, elem);
+  t.chunks = int((pb.c + 32 * t.cl - 1) / (32 * t.cl));
+  t.tiles_q = int((Q + t.tile_q - 1) / t.tile_q);
+  const int64_t groups = (P + int64_t(sh.pw) * t.wr - 1) / (int64_t(sh.pw) * t.wr);  // row groups of wr warps
+  const int64_t per_group = int64_t(pb.n) * t.chunks * t.tiles_q;
+  int64_t best_cost = INT64_MAX;
+  for (int64_t m = 1; m <= groups; ++m) {
+    const int64_t rows = sh.pw * t.wr * m, ih = (rows - 1) * U + K, tiles = (groups + m - 1) / m;
+    if (m > 1 && (ih * t.iw * 32 * t.cl * elem > 32 * 1024 || per_group * tiles < 512)) break;
+    const int64_t cost = tiles * (ih + rows);
+    if (cost <= best_cost) best_cost = cost, t.nsub = int(m);
+  }
+  t.tile_p = sh.pw * t.wr * t.nsub;
+  t.ih = (t.tile_p - 1) * U + K;
   t.stages = choice.stages;
-  t.stage_bytes = t.ih * t.iw * 128;
+  t.stage_bytes = int(t.ih * t.iw * 32 * t.cl * elem);
   t.smem = int64_t(t.stages) * t.stage_bytes;
-  t.chunks = int((pb.c * elem + 127) / 128);
-  t.tiles_q = int((Q + t.tile_q - 1) / t.tile_q), t.tiles_p = int((P + t.tile_p - 1) / t.tile_p);
-  t.items = int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p;
+  t.tiles_p = int((P + t.tile_p - 1) / t.tile_p);
+  t.items = int(std::min<int64_t>(per_group * t.tiles_p, INT_MAX));
   t.threads = 32 * t.wc * t.wr;
   return t;
 }
@@ -824,7 +845,9 @@ bool tma_take(const Conv2dProblem& pb, const ConvConfig& cfg, TmaChoice choice) 
       pb.stride_h != pb.stride_w || (pb.stride_h != 1 && pb.stride_h != 2) || pb.dilation_h != 1 ||
       pb.dilation_w != 1 || (pb.c * elem_bytes(cfg.dtype)) % 16 != 0 || pb.p() * pb.q() * pb.k >= INT_MAX)
     return false;
-  return plan_tma(pb, elem_bytes(cfg.dtype), choice).smem <= 200 * 1024 && tma_device_ok();
+  if (!tma_device_ok()) return false;
+  const DwTma t = plan_tma(pb, elem_bytes(cfg.dtype), choice);
+  return t.smem <= 200 * 1024 && t.ih <= 256 && int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p < INT_MAX;
 }
 
 // The kernel of one call: the rows kernel with its tile choice, the tensor-core kernel with its tile, the
@@ -983,22 +1006,22 @@ void launch_mma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>
   }
 }
 
-template <typename T, int kK, int kU>
+template <typename T, int kK, int kU, int kCl>
 void launch_tma_k(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, const DwTma& t) {
   constexpr TmaShape sh = tma_shape(kK, kU);
-  auto kernel = depthwise_nhwc_tma_kernel<T, kK, kU, sh.pw, sh.qt>;
+  auto kernel = depthwise_nhwc_tma_kernel<T, kK, kU, sh.pw, sh.qt, kCl>;
   const void* kp = reinterpret_cast<const void*>(kernel);
   opt_in_dynamic_smem(kp, t.smem);
   int per_sm = 0;
   CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, t.threads, size_t(t.smem)));
   const int64_t grid = std::min<int64_t>(t.items, int64_t(std::max(per_sm, 1)) * sm_count_of_current_device());
-  // The input as the 4-D tensor (C, W, H, N), innermost first; boxes of one tile's 128 bytes of channels x
+  // The input as the 4-D tensor (C, W, H, N), innermost first; boxes of one tile's 32 * kCl channels x
   // iw columns x ih rows of one image; coordinates outside the tensor (the padding) arrive as zeros.
   const Conv2dProblem& pb = call.problem;
   const int64_t es = sizeof(T);
   const cuuint64_t dims[4] = {cuuint64_t(pb.c), cuuint64_t(pb.w), cuuint64_t(pb.h), cuuint64_t(pb.n)};
   const cuuint64_t strides[3] = {cuuint64_t(pb.c * es), cuuint64_t(pb.w * pb.c * es), cuuint64_t(pb.h * pb.w * pb.c * es)};
-  const cuuint32_t box[4] = {cuuint32_t(128 / es), cuuint32_t(t.iw), cuuint32_t(t.ih), 1};
+  const cuuint32_t box[4] = {cuuint32_t(32 * kCl), cuuint32_t(t.iw), cuuint32_t(t.ih), 1};
   const cuuint32_t estrides[4] = {1, 1, 1, 1};
   const CUtensorMapDataType type = std::is_same_v<T, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                    : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
@@ -1015,21 +1038,30 @@ void launch_tma_k(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<
   CK_LAUNCH("depthwise_nhwc_tma_kernel");
 }
 
+template <typename T, int kCl>
+void launch_tma_k2(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, const DwTma& t) {
+  const Conv2dProblem& pb = call.problem;
+  const bool s2 = pb.stride_h == 2;
+  if (pb.r == 3) return s2 ? launch_tma_k<T, 3, 2, kCl>(call, d, epi, st, t) : launch_tma_k<T, 3, 1, kCl>(call, d, epi, st, t);
+  if (pb.r == 5) return s2 ? launch_tma_k<T, 5, 2, kCl>(call, d, epi, st, t) : launch_tma_k<T, 5, 1, kCl>(call, d, epi, st, t);
+  return s2 ? launch_tma_k<T, 7, 2, kCl>(call, d, epi, st, t) : launch_tma_k<T, 7, 1, kCl>(call, d, epi, st, t);
+}
+
 template <typename T>
 void launch_tma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, TmaChoice choice) {
   const Conv2dProblem& pb = call.problem;
   const DwTma t = plan_tma(pb, int64_t(sizeof(T)), choice);
-  const bool s2 = pb.stride_h == 2;
-  if (pb.r == 3) return s2 ? launch_tma_k<T, 3, 2>(call, d, epi, st, t) : launch_tma_k<T, 3, 1>(call, d, epi, st, t);
-  if (pb.r == 5) return s2 ? launch_tma_k<T, 5, 2>(call, d, epi, st, t) : launch_tma_k<T, 5, 1>(call, d, epi, st, t);
-  return s2 ? launch_tma_k<T, 7, 2>(call, d, epi, st, t) : launch_tma_k<T, 7, 1>(call, d, epi, st, t);
+  if constexpr (sizeof(T) == 2) {
+    if (t.cl == 2) return launch_tma_k2<T, 2>(call, d, epi, st, t);
+  }
+  return launch_tma_k2<T, 1>(call, d, epi, st, t);
 }
 
 bool tma_device_ok() {
   if (!cuda_present() || cc_major_of_current_device() < 9) return false;
   static const bool built = [] {
     cudaFuncAttributes a{};
-    if (cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(depthwise_nhwc_tma_kernel<float, 3, 1, 4, 4>)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(depthwise_nhwc_tma_kernel<float, 3, 1, 4, 4, 1>)) != cudaSuccess) {
       cudaGetLastError();
       return false;
     }

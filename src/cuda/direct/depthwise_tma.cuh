@@ -9,11 +9,14 @@
 // block is persistent: it takes tiles blockIdx.x, blockIdx.x + gridDim.x, ... and keeps `stages` of them
 // in flight on mbarriers, so the copies never wait for a block to start.
 //
-// Work mapping: a tile = one image x kCb channels (128 bytes a pixel: 64 16-bit or 32 fp32 channels) x
-// (kPw * wr) output rows x (kQt * wc) output columns; its box is the input rows and columns those outputs
-// read (halo included). Warp (wq, wrow) owns kPw x kQt outputs; lane l owns channels l * kCl .. + kCl - 1
-// of each (kCl = 2 for 16-bit types, 1 for fp32), so each shared-memory load of a warp is one pixel's 128
-// bytes (one wavefront, conflict-free for any stride) and each store one contiguous 128-byte run. A thread
+// Work mapping: a tile = one image x kCb = 32 * kCl channels (64 or 128 bytes a pixel) x
+// (kPw * wr * nsub) output rows x (kQt * wc) output columns; its box is the input rows and columns those
+// outputs read (halo included). Warp (wq, wrow) owns nsub groups of kPw x kQt outputs (groups wrow,
+// wrow + wr, ...); lane l owns channels l * kCl .. + kCl - 1
+// of each (kCl = 2 for 16-bit types where C is a multiple of 64, else 1), so each shared-memory load of a
+// warp is one pixel's 64 or 128 bytes (one wavefront, conflict-free for any stride) and each store one
+// contiguous run; kCl = 1 keeps the last chunk of channels from idling most of its lanes (C = 144: 64 + 64
+// + 16) for one more load a channel. A thread
 // reads each input row of its window once: kCols pixels, each feeding up to kQt * kK FMAs from registers;
 // the kK x kK taps of its channels stay in registers (reloaded when its tile's channels change).
 // Square 3x3, 5x5 or 7x7 filters, the same stride (1 or 2) both ways, dilation 1, any padding; C * element
@@ -30,37 +33,41 @@ constexpr int kTmaMaxStages = 4;
 // The tiling of one launch, chosen on the host (plan_tma in depthwise.cu).
 struct DwTma {
   int wc = 1, wr = 1;           // warps across the tile's columns and down its rows
+  int cl = 1;                   // channels a lane (kCl)
+  int nsub = 1;                 // row groups a warp takes in a tile (kPw rows each, wr groups apart)
   int iw = 1, ih = 1;           // the box: input columns and rows of a tile
   int stages = 3;               // tiles in flight a block
   int chunks = 1, tiles_q = 1, tiles_p = 1;
   int tile_q = 1, tile_p = 1;   // output columns and rows of a tile
   int stage_bytes = 0;
-  int64_t items = 0;            // tiles: N * chunks * tiles_q * tiles_p
+  int items = 0;                // tiles: N * chunks * tiles_q * tiles_p (under 2^31)
   int64_t smem = 0;
   int threads = 32;
 };
 
-// Two 16-bit values (or one fp32) of a 32-bit word as fp32.
-template <typename T>
-__device__ __forceinline__ void unpack_word(uint32_t v, float (&x)[4 / sizeof(T)]) {
-  if constexpr (std::is_same_v<T, float>) {
-    x[0] = __uint_as_float(v);
+// A lane's kCl channels of one pixel (kCl * sizeof(T) bytes at p: one 16-bit value, or two packed in a
+// 32-bit word, or one fp32) as fp32.
+template <typename T, int kCl>
+__device__ __forceinline__ void load_lane(const void* p, float (&x)[kCl]) {
+  if constexpr (kCl == 1) {
+    x[0] = elem_to_float<T>(*static_cast<const T*>(p));
   } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const uint32_t v = *static_cast<const uint32_t*>(p);
     x[0] = __uint_as_float(v << 16);  // a bf16 is the top half of an fp32 (exact)
     x[1] = __uint_as_float(v & 0xffff0000u);
   } else {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
+    const float2 f = __half22float2(*static_cast<const __half2*>(p));
     x[0] = f.x, x[1] = f.y;
   }
 }
 
-template <typename T, int kK, int kU, int kPw, int kQt>
+template <typename T, int kK, int kU, int kPw, int kQt, int kCl>
 __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_constant__ CUtensorMap map, ConvDims d,
                                                                 DwTma t, const T* __restrict__ wei, T* dst,
                                                                 DeviceEpilogue<T> epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kCl = int(4 / sizeof(T));               // channels a lane
-  constexpr int kCb = 32 * kCl;                         // channels a tile
+  constexpr int kCb = 32 * kCl;                                  // channels a tile
+  constexpr int kPix = kCb * int(sizeof(T));                     // bytes a staged pixel (64 or 128)
   constexpr int kRows = (kPw - 1) * kU + kK, kCols = (kQt - 1) * kU + kK;  // a thread's input window
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t full[kTmaMaxStages];
@@ -71,15 +78,15 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
 
   // Tile `item` -> (chunk, image, tile row, tile column), the tile row fastest: the tiles in flight across
   // the grid at one time are neighbours, whose halos meet in L2.
-  auto decode = [&](int64_t item, int& chunk, int& n, int& tp, int& tq) {
-    tp = int(item % t.tiles_p);
+  auto decode = [&](int item, int& chunk, int& n, int& tp, int& tq) {
+    tp = item % t.tiles_p;
     item /= t.tiles_p;
-    tq = int(item % t.tiles_q);
+    tq = item % t.tiles_q;
     item /= t.tiles_q;
-    n = int(item % d.n);
-    chunk = int(item / d.n);
+    n = item % d.n;
+    chunk = item / d.n;
   };
-  auto issue = [&](int64_t item, int stage) {
+  auto issue = [&](int item, int stage) {
     int chunk, n, tp, tq;
     decode(item, chunk, n, tp, tq);
     const uint32_t bar = s_full + 8 * stage;
@@ -91,16 +98,15 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
     for (int s = 0; s < t.stages; ++s) mbar_init(s_full + 8 * s, 1);
     mbar_init_fence();
     for (int s = 0; s < t.stages; ++s)
-      if (blockIdx.x + int64_t(s) * gridDim.x < t.items) issue(blockIdx.x + int64_t(s) * gridDim.x, s);
+      if (int64_t(blockIdx.x) + int64_t(s) * gridDim.x < t.items) issue(int(blockIdx.x + s * gridDim.x), s);
   }
   __syncthreads();  // the barriers are initialised before anyone waits on them
 
   float w[kK][kK][kCl], bias[kCl];
   int loaded_chunk = -1;
-  int64_t k_iter = 0;
-  for (int64_t item = blockIdx.x; item < t.items; item += gridDim.x, ++k_iter) {
-    const int stage = int(k_iter % t.stages);
-    const uint32_t parity = uint32_t(k_iter / t.stages) & 1u;
+  int stage = 0;
+  uint32_t parity = 0;
+  for (int item = int(blockIdx.x); item < t.items; item += int(gridDim.x)) {
     int chunk, n, tp, tq;
     decode(item, chunk, n, tp, tq);
     const int c = chunk * kCb + lane * kCl;  // the lane's first channel (C is a multiple of kCl)
@@ -118,76 +124,84 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
       }
     }
     mbar_wait(s_full + 8 * stage, parity);
-
-    // The thread's window: input rows wrow * kPw * kU + (0 .. kRows-1), columns wq * kQt * kU + (0 .. kCols-1).
-    const uint32_t* tile = reinterpret_cast<const uint32_t*>(smem + size_t(stage) * t.stage_bytes) +
-                           ((wrow * kPw * kU) * t.iw + wq * kQt * kU) * 32 + lane;
-    float acc[kPw][kQt][kCl];
+    const int64_t img = int64_t(n) * d.p * d.q * d.k;  // one image's output is under 2^31 elements
+    const int q0 = tq * t.tile_q + wq * kQt;
+    for (int sub = 0; sub < t.nsub; ++sub) {
+      // Row group g of the tile (kPw output rows): the thread's window is input rows g * kPw * kU + (0 ..
+      // kRows-1), columns wq * kQt * kU + (0 .. kCols-1).
+      const int g = wrow + sub * t.wr;
+      const unsigned char* tile = smem + size_t(stage) * t.stage_bytes + ((g * kPw * kU) * t.iw + wq * kQt * kU) * kPix +
+                                  lane * kCl * int(sizeof(T));
+      float acc[kPw][kQt][kCl];
 #pragma unroll
-    for (int i = 0; i < kPw; ++i)
-#pragma unroll
-      for (int j = 0; j < kQt; ++j)
-#pragma unroll
-        for (int e = 0; e < kCl; ++e) acc[i][j][e] = 0.0f;
-#pragma unroll
-    for (int ir = 0; ir < kRows; ++ir) {
-      float x[kCols][kCl];
-#pragma unroll
-      for (int jj = 0; jj < kCols; ++jj) unpack_word<T>(tile[(ir * t.iw + jj) * 32], x[jj]);
-#pragma unroll
-      for (int i = 0; i < kPw; ++i) {
-        const int r = ir - i * kU;  // the filter row that input row ir is for output row i
-        if (r < 0 || r >= kK) continue;
+      for (int i = 0; i < kPw; ++i)
 #pragma unroll
         for (int j = 0; j < kQt; ++j)
 #pragma unroll
-          for (int s = 0; s < kK; ++s)
+          for (int e = 0; e < kCl; ++e) acc[i][j][e] = 0.0f;
 #pragma unroll
-            for (int e = 0; e < kCl; ++e) acc[i][j][e] = fmaf(x[j * kU + s][e], w[r][s][e], acc[i][j][e]);
+      for (int ir = 0; ir < kRows; ++ir) {
+        float x[kCols][kCl];
+#pragma unroll
+        for (int jj = 0; jj < kCols; ++jj) load_lane<T, kCl>(tile + (ir * t.iw + jj) * kPix, x[jj]);
+#pragma unroll
+        for (int i = 0; i < kPw; ++i) {
+          const int r = ir - i * kU;  // the filter row that input row ir is for output row i
+          if (r < 0 || r >= kK) continue;
+#pragma unroll
+          for (int j = 0; j < kQt; ++j)
+#pragma unroll
+            for (int s = 0; s < kK; ++s)
+#pragma unroll
+              for (int e = 0; e < kCl; ++e) acc[i][j][e] = fmaf(x[j * kU + s][e], w[r][s][e], acc[i][j][e]);
+        }
       }
-    }
-    // NOTE: every warp has read the stage before it is refilled; the refill then overlaps the stores below.
-    __syncthreads();
-    if (threadIdx.x == 0 && item + int64_t(t.stages) * gridDim.x < t.items)
-      issue(item + int64_t(t.stages) * gridDim.x, stage);
+      if (sub == t.nsub - 1) {
+        // NOTE: every warp has read the stage before it is refilled; the refill then overlaps the stores.
+        __syncthreads();
+        if (threadIdx.x == 0 && int64_t(item) + int64_t(t.stages) * gridDim.x < t.items)
+          issue(item + t.stages * int(gridDim.x), stage);
+        if (++stage == t.stages) stage = 0, parity ^= 1u;
+      }
 
-    // The epilogue in apply_epilogue's order (alpha, bias, beta * residual, activation), one rounding.
-    const int p0 = tp * t.tile_p + wrow * kPw, q0 = tq * t.tile_q + wq * kQt;
-    if (c >= d.k) continue;
-    const int64_t img = int64_t(n) * d.p * d.q * d.k;  // one image's output is under 2^31 elements
+      // The epilogue in apply_epilogue's order (alpha, bias, beta * residual, activation), one rounding.
+      const int p0 = tp * t.tile_p + g * kPw;
+      if (c >= d.k) continue;
 #pragma unroll
-    for (int i = 0; i < kPw; ++i)
+      for (int i = 0; i < kPw; ++i)
 #pragma unroll
-      for (int j = 0; j < kQt; ++j)
+        for (int j = 0; j < kQt; ++j)
 #pragma unroll
-        for (int e = 0; e < kCl; ++e) acc[i][j][e] = acc[i][j][e] * epi.alpha + bias[e];
-    if (epi.residual) {
+          for (int e = 0; e < kCl; ++e) acc[i][j][e] = acc[i][j][e] * epi.alpha + bias[e];
+      if (epi.residual) {
+#pragma unroll
+        for (int i = 0; i < kPw; ++i)
+#pragma unroll
+          for (int j = 0; j < kQt; ++j)
+            if (p0 + i < d.p && q0 + j < d.q) {
+              const int o = ((p0 + i) * d.q + q0 + j) * d.k + c;
+              float rv[kCl];
+              load_lane<T, kCl>(epi.residual + img + o, rv);  // read before the store
+#pragma unroll
+              for (int e = 0; e < kCl; ++e) acc[i][j][e] += epi.beta * rv[e];
+            }
+      }
+#pragma unroll
+      for (int i = 0; i < kPw; ++i) activate_all<kQt * kCl>(epi.activation, &acc[i][0][0]);  // NOTE: a row at a
+                                                                                            // time (32 values at
+                                                                                            // once went to local
+                                                                                            // memory)
 #pragma unroll
       for (int i = 0; i < kPw; ++i)
 #pragma unroll
         for (int j = 0; j < kQt; ++j)
           if (p0 + i < d.p && q0 + j < d.q) {
-            const int o = ((p0 + i) * d.q + q0 + j) * d.k + c;
-            float rv[kCl];
-            unpack_word<T>(*reinterpret_cast<const uint32_t*>(epi.residual + img + o), rv);  // read before the store
+            Vec<T, kCl> out;
 #pragma unroll
-            for (int e = 0; e < kCl; ++e) acc[i][j][e] += epi.beta * rv[e];
+            for (int e = 0; e < kCl; ++e) out.v[e] = float_to_elem<T>(acc[i][j][e]);
+            *reinterpret_cast<Vec<T, kCl>*>(dst + img + ((p0 + i) * d.q + q0 + j) * d.k + c) = out;
           }
     }
-#pragma unroll
-    for (int i = 0; i < kPw; ++i) activate_all<kQt * kCl>(epi.activation, &acc[i][0][0]);  // NOTE: a row at a time
-                                                                                          // (32 values at once went to
-                                                                                          // local memory)
-#pragma unroll
-    for (int i = 0; i < kPw; ++i)
-#pragma unroll
-      for (int j = 0; j < kQt; ++j)
-        if (p0 + i < d.p && q0 + j < d.q) {
-          Vec<T, kCl> out;
-#pragma unroll
-          for (int e = 0; e < kCl; ++e) out.v[e] = float_to_elem<T>(acc[i][j][e]);
-          *reinterpret_cast<Vec<T, kCl>*>(dst + img + ((p0 + i) * d.q + q0 + j) * d.k + c) = out;
-        }
   }
 #endif
 }
