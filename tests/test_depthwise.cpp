@@ -4,6 +4,7 @@
 // heuristic choosing it for depthwise layers only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -232,18 +233,24 @@ TEST(CudaDepthwise, TmaKernelEveryVariant) {
   EXPECT_GT(ran, 60);  // about 14 shapes x 2 types x 5 variants
 }
 
-// The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): the rows
-// kernel at stride 2 and on images of 28 columns or more, the window kernel on smaller ones, the column
+// The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): on a
+// device with the copy engine (compute capability 9.0) the TMA kernel at 3x3 stride 1, 3x3 stride 2 on
+// outputs of 14 columns or fewer, 16-bit 5x5 and 7x7 from 28 columns; elsewhere, and on other machines, the
+// rows kernel at stride 2 and on images of 28 columns or more, the window kernel on smaller ones, the column
 // kernel at f32 3x3 stride 2 and where neither applies, the tensor-core kernel where only the general one
 // would (16-bit, stride 3), the general kernel where none does.
 TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
   const Algorithm* a = gpu_depthwise();
   if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
   const ConvConfig cfg{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
+  const std::vector<std::string> probe = a->variants(Conv2dProblem::parse("n32c144h56w56k144r3s3p1g144"), cfg);
+  const bool tma = std::find(probe.begin(), probe.end(), "tma/256/s2") != probe.end();  // this machine runs it
+  const char* tma_or_rows = tma ? "tma/256/s2" : "rows/256/d1";
   const std::pair<const char*, const char*> want[] = {
-      {"n32c144h56w56k144r3s3p1g144", "rows/256/d1"}, {"n32c96h112w112k96r3s3p1u2g96", "rows/128/d1"},
-      {"n32c240h28w28k240r5s5p2g240", "rows/256/d1"}, {"n32c96h56w56k96r7s7p3g96", "rows/256/d1"},
-      {"n32c576h14w14k576r3s3p1u2g576", "rows/128/d1"}, {"n32c960h7w7k960r3s3p1g960", "window"},
+      {"n32c144h56w56k144r3s3p1g144", tma_or_rows},   {"n32c96h112w112k96r3s3p1u2g96", "rows/128/d1"},
+      {"n32c240h28w28k240r5s5p2g240", tma_or_rows},   {"n32c96h56w56k96r7s7p3g96", tma_or_rows},
+      {"n32c576h14w14k576r3s3p1u2g576", tma ? "tma/256/s2" : "rows/128/d1"},
+      {"n32c960h7w7k960r3s3p1g960", tma ? "tma/256/s2" : "window"},
       {"n32c384h14w14k384r7s7p3g384", "window"},      {"n32c144h56w56k144r3s3p1u3g144", "mma/128/s4"},
       {"n32c17h56w56k17r3s3p1g17", "general"},        {"n32c20h56w56k20r3s3p1g20", "cols"}};
   for (const auto& [spec, kernel] : want) {

@@ -764,9 +764,9 @@ bool mma_take(const Conv2dProblem& pb, const ConvConfig& cfg, MmaChoice choice) 
 // dilation 1, C * element size a multiple of 16 bytes, one image's output under 2^31 elements, a device and
 // a build of compute capability 9.0 or later (the copy engine).
 struct TmaChoice {
-  int threads = 256, stages = 3;
+  int threads = 256, stages = 2;
 };
-constexpr TmaChoice kTmaChoices[] = {{256, 3}, {256, 2}, {256, 4}, {128, 3}, {128, 4}};
+constexpr TmaChoice kTmaChoices[] = {{256, 2}, {256, 3}, {256, 4}, {128, 3}, {128, 4}};
 
 std::string tma_name(TmaChoice c) { return "tma/" + std::to_string(c.threads) + "/s" + std::to_string(c.stages); }
 
@@ -832,7 +832,7 @@ DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   t.tile_p = sh.pw * t.wr * t.nsub;
   t.ih = (t.tile_p - 1) * U + K;
   t.stages = choice.stages;
-  t.stage_bytes = int(t.ih * t.iw * 32 * t.cl * elem);
+  t.stage_bytes = int((t.ih * t.iw * 32 * t.cl * elem + 127) / 128 * 128);  // NOTE: a TMA destination is 128-byte aligned
   t.smem = int64_t(t.stages) * t.stage_bytes;
   t.tiles_p = int((P + t.tile_p - 1) / t.tile_p);
   t.items = int(std::min<int64_t>(per_group * t.tiles_p, INT_MAX));
@@ -892,7 +892,28 @@ constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {
 // The tensor-core kernel (2026-12-03): 0.67-1.04x the rows and window kernels on the bf16 suites' layers, but
 // 1.6-2.6x the general kernel (and 3.4-9x cuDNN) on a stride-3 and two dilated bf16 layers: it takes the
 // 16-bit 3x3/5x5/7x7 layers that only the general kernel would (strides above 2, dilation along W).
+// The TMA kernel (2026-12-04, the bf16 and f32 NHWC suites, batch 32): tma/256/s2 (the most often fastest
+// of its variants, within 10% of the best on all but two layers) wherever it beat the others: 3x3 at
+// stride 1 (bf16 1.06-1.23x the rows and window kernels from 7 to 112 columns; f32 1.09-1.19x up to 28
+// columns, 0.89x at 56), 3x3 at stride 2 on outputs of 14 columns or fewer (1.00-1.22x; 0.87-0.99x wider),
+// 5x5 (f32 1.10-1.56x; bf16 1.09-1.12x from 28 columns, 0.92-1.03x below) and 7x7 from 28 columns
+// (bf16 1.02-1.08x, f32 1.18-1.40x; 0.75-0.96x at 14 and 7, where its 2x2 outputs a thread leave too few
+// warps).
+bool tma_heuristic_takes(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  if (!tma_take(pb, cfg, TmaChoice{})) return false;
+  const bool f32 = cfg.dtype == DType::f32;
+  const int64_t Q = pb.q();
+  if (pb.r == 3) return pb.stride_h == 1 ? (!f32 || Q <= 28) : Q <= 14;
+  if (pb.r == 5) return f32 || Q >= 28;
+  return Q >= 28;
+}
+
 DwKernel heuristic_kernel(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  if (tma_heuristic_takes(pb, cfg)) {
+    DwKernel k;
+    k.kind = DwKernel::tma;
+    return k;
+  }
   const bool window = window_takes(pb, cfg), cols = cols_take(pb, cfg);
   if (cols && cfg.dtype == DType::f32 && pb.stride_h == 2) return {DwKernel::cols, {}};
   if (pb.stride_w == 2 || pb.q() >= 28 || !window) {
