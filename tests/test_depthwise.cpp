@@ -261,7 +261,7 @@ TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
   const ConvConfig f32{DType::f32, Layout::nhwc, Device::cuda, MathMode::strict};
   const std::pair<const char*, const char*> want_f32[] = {
       {"n32c144h56w56k144r3s3p1u2g144", "cols"}, {"n32c144h56w56k144r3s3p1g144", "rows/256/d1"},
-      {"n32c240h56w56k240r5s5p2u2g240", "rows/128/d1"}};
+      {"n32c240h56w56k240r5s5p2u2g240", tma ? "tma/256/s2" : "rows/128/d1"}};
   for (const auto& [spec, kernel] : want_f32) {
     const std::vector<std::string> vs = a->variants(Conv2dProblem::parse(spec), f32);
     EXPECT_EQ(vs.front(), kernel) << spec << " f32";
