@@ -20,8 +20,10 @@
 // per thread, so each staged input feeds up to 4*S FMAs from registers. The rows kernel
 // (depthwise_rows.cuh) walks a column strip down the image with its rows in a cp.async ring; the column
 // kernel (depthwise_cols.cuh) walks one output column a thread with no shared memory; the tensor-core kernel
-// (depthwise_mma.cuh) runs two taps a multiply on mma.sync. Each is a variant ("rows/<threads>/d<depth>",
-// "mma/<pixels>/s<steps>", "cols", "window", "general"); heuristic_kernel says which it takes where.
+// (depthwise_mma.cuh) runs two taps a multiply on mma.sync; the TMA kernel (depthwise_tma.cuh, Hopper) has
+// its tiles copied in by the tensor-memory-access engine in a persistent grid. Each is a variant
+// ("rows/<threads>/d<depth>", "mma/<pixels>/s<steps>", "tma/<threads>/s<stages>", "cols", "window",
+// "general"); heuristic_kernel says which it takes where.
 // nvcc -Xptxas -v (sm_90): general 32-78 registers, window 55-64, rows 78-100, mma 104-157, no spills.
 // measured (H200, 2026-12-01, bf16 NHWC batch 32): mbv2_dw3x3_144_56 0.0398 ms (rows, 0.89x cuDNN's 0.0356;
 // 0.0390 against 0.0352 on 2026-12-02),
@@ -892,13 +894,13 @@ constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {
 // The tensor-core kernel (2026-12-03): 0.67-1.04x the rows and window kernels on the bf16 suites' layers, but
 // 1.6-2.6x the general kernel (and 3.4-9x cuDNN) on a stride-3 and two dilated bf16 layers: it takes the
 // 16-bit 3x3/5x5/7x7 layers that only the general kernel would (strides above 2, dilation along W).
-// The TMA kernel (2026-12-04, the bf16 and f32 NHWC suites, batch 32): tma/256/s2 (the most often fastest
-// of its variants, within 10% of the best on all but two layers) wherever it beat the others: 3x3 at
-// stride 1 (bf16 1.06-1.23x the rows and window kernels from 7 to 112 columns; f32 1.09-1.19x up to 28
-// columns, 0.89x at 56), 3x3 at stride 2 on outputs of 14 columns or fewer (1.00-1.22x; 0.87-0.99x wider),
-// 5x5 (f32 1.10-1.56x; bf16 1.09-1.12x from 28 columns, 0.92-1.03x below) and 7x7 from 28 columns
-// (bf16 1.02-1.08x, f32 1.18-1.40x; 0.75-0.96x at 14 and 7, where its 2x2 outputs a thread leave too few
-// warps).
+// The TMA kernel (2026-12-04, the bf16 and f32 NHWC suites at batch 32 on the H200, docs/perf.md): its
+// variant tma/256/s2 (the most often fastest of its variants, within 10% of the best on all but two layers)
+// wherever it beat the other kernels' best: 3x3 at stride 1 (bf16 1.02-1.17x from 7 to 112 columns; f32
+// 1.09-1.28x up to 28 columns, 0.88x at 56), 3x3 at stride 2 on outputs of 14 columns or fewer (1.01-1.22x;
+// 0.87-0.99x wider), 5x5 (f32 1.01-1.56x; bf16 1.07-1.12x from 28 columns, 0.88-1.00x below) and 7x7 from
+// 28 columns (bf16 0.99-1.08x, f32 1.15-1.40x; 0.69-0.87x at 14 and 7 columns, where its 2x2 outputs a
+// thread leave too few warps and the window kernel's one-shot tiles win).
 bool tma_heuristic_takes(const Conv2dProblem& pb, const ConvConfig& cfg) {
   if (!tma_take(pb, cfg, TmaChoice{})) return false;
   const bool f32 = cfg.dtype == DType::f32;
@@ -1165,9 +1167,9 @@ class CudaDepthwise final : public CudaAlgorithm {
  public:
   std::string name() const override { return "cuda_depthwise"; }
   std::string description() const override {
-    return "depthwise conv (groups = C, any multiplier): each input staged once in shared memory (a row ring "
-           "walked down the image, a register window, a general tile), 16-byte channel vectors in NHWC, "
-           "f32/f16/bf16, fp32 accumulation";
+    return "depthwise conv (groups = C, any multiplier): each input staged once in shared memory (tiles "
+           "copied by the TMA engine on Hopper, a row ring walked down the image, a register window, a general "
+           "tile), 16-byte channel vectors in NHWC, f32/f16/bf16, fp32 accumulation";
   }
   Support can_implement(const Conv2dProblem& pb, const ConvConfig& cfg) const override {
     if (pb.groups != pb.c || pb.c_per_group() != 1)

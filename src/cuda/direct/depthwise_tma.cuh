@@ -21,6 +21,12 @@
 // the kK x kK taps of its channels stay in registers (reloaded when its tile's channels change).
 // Square 3x3, 5x5 or 7x7 filters, the same stride (1 or 2) both ways, dilation 1, any padding; C * element
 // size a multiple of 16 bytes (the tensor map's strides); one image's output under 2^31 elements.
+// nvcc -Xptxas -v (sm_90): 64-99 registers with one channel a lane, 64-146 with two (7x7); the 16-bit 3x3
+// stride-2 two-channel instance spills 24 bytes (64 registers and a small stack frame: not yet looked into).
+// measured (H200, 2026-12-04, batch 32, tma/256/s2): bf16 mbv2_dw3x3_144_56 0.0375 ms (rows kernel 0.0384,
+// cuDNN 0.0360), mbv2_dw3x3_32_112 0.0279 (0.0322, 0.0300); f32 effb0_dw5x5_240_28 0.0315 (0.0490, 0.0478),
+// cnxt_dw7x7_96_56 0.0657 (0.0917, 0.1879). ncu at 144@56 bf16: 64 registers, 0.59 warps issued a
+// scheduler a cycle, 41% of cycles with no eligible warp, DRAM 24% of peak: latency-bound, not by memory.
 #pragma once
 
 #include "cuda/common/tma.cuh"
