@@ -2,6 +2,8 @@
 # The depthwise check on the H200 machine: build, the depthwise tests (and the registry sweeps of
 # cuda_depthwise), compute-sanitizer memcheck and racecheck on them, then the depthwise suites against cuDNN
 # in bf16 NHWC and strict f32 NCHW. scripts/gpu_depthwise.sh OUTDIR [BUILD_DIR]
+# TAR_TO=FILE packs OUTDIR into one .tgz at the end (the device tool brings back at most 8 files: give it an
+# OUTDIR outside its $OUT and TAR_TO=$OUT/dw.tgz). BENCH_S: seconds a suite may take (150).
 set -u -o pipefail
 OUT=${1:?OUTDIR}; BUILD=${2:-build-gpu}
 cd "$(dirname "$0")/.." || exit 2
@@ -26,7 +28,7 @@ for tool in memcheck racecheck; do
 done
 for spec in ${SUITES:-mobilenet_v2:bf16:nhwc efficientnet_b0:bf16:nhwc convnext_tiny:bf16:nhwc mobilenet_v2:f32:nchw efficientnet_b0:f32:nchw convnext_tiny:f32:nchw}; do
   IFS=: read -r suite dt lay <<<"$spec"
-  timeout 150 "$BUILD/tools/convkit" bench --suite "$suite" --device cuda --dtype "$dt" --layout "$lay" \
+  timeout "${BENCH_S:-150}" "$BUILD/tools/convkit" bench --suite "$suite" --device cuda --dtype "$dt" --layout "$lay" \
     --algo cuda_depthwise --variants --json "$OUT/dw_${suite}_${dt}.json" >"$OUT/dw_${suite}_${dt}.txt" 2>&1 || rc=1
   echo "== $suite $dt $lay"; grep -E "dw|INCORRECT|geomean" "$OUT/dw_${suite}_${dt}.txt" | grep -v unsupported | head -40
 done
@@ -40,4 +42,5 @@ if [ -n "${NCU_KERNEL:-}" ] && [ -n "${NCU_PROBLEM:-}" ]; then
     --layout "${NCU_LAYOUT:-nhwc}" --algo cuda_depthwise --variants >"$OUT/ncu.txt" 2>&1 || rc=1
   grep -E "Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|DRAM Throughput|L1/TEX Hit|L2 Hit|Issued Warp|No Eligible|Memory Throughput" "$OUT/ncu.txt" | head -20
 fi
+[ -n "${TAR_TO:-}" ] && tar czf "$TAR_TO" -C "$(dirname "$OUT")" "$(basename "$OUT")"
 exit $rc
