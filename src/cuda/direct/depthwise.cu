@@ -803,9 +803,9 @@ bool tma_device_ok();
 // wc warps across the columns: the count up to threads/32 whose tile wastes the fewest columns of Q (the
 // larger on a tie); then wr warps down the rows, as many as the rest of the block allows without passing P;
 // then nsub row groups a warp, the count with the fewest input rows staged plus output rows computed down
-// the image (halo re-reads against rows past P; the larger on a tie) while a stage stays under 32 KB (so that 2-3 blocks of 3 stages fit an SM) and the launch keeps at least 512 tiles
-// (about 4 a multiprocessor): fewer, taller tiles re-read fewer halo rows and pay the per-tile wait,
-// barrier and index arithmetic less often.
+// the image (halo re-reads against rows past P; the larger on a tie) while a stage stays under 32 KB (so
+// that 2-3 blocks fit an SM) and the launch keeps at least 512 tiles (about 4 a multiprocessor): fewer,
+// taller tiles re-read fewer halo rows and pay the per-tile wait, barrier and index arithmetic less often.
 DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   DwTma t;
   const TmaShape sh = tma_shape(int(pb.r), int(pb.stride_h));
@@ -834,7 +834,8 @@ DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   t.tile_p = sh.pw * t.wr * t.nsub;
   t.ih = (t.tile_p - 1) * U + K;
   t.stages = choice.stages;
-  t.stage_bytes = int((t.ih * t.iw * 32 * t.cl * elem + 127) / 128 * 128);  // NOTE: a TMA destination is 128-byte aligned
+  // NOTE: a TMA destination is 128-byte aligned, so every stage is a multiple of 128 bytes.
+  t.stage_bytes = int((t.ih * t.iw * 32 * t.cl * elem + 127) / 128 * 128);
   t.smem = int64_t(t.stages) * t.stage_bytes;
   t.tiles_p = int((P + t.tile_p - 1) / t.tile_p);
   t.items = int(std::min<int64_t>(per_group * t.tiles_p, INT_MAX));
