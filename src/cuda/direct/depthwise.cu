@@ -835,7 +835,8 @@ DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   t.ih = (t.tile_p - 1) * U + K;
   t.stages = choice.stages;
   // NOTE: a TMA destination is 128-byte aligned, so every stage is a multiple of 128 bytes.
-  t.stage_bytes = int((t.ih * t.iw * 32 * t.cl * elem + 127) / 128 * 128);
+  t.box_bytes = int(t.ih * t.iw * 32 * t.cl * elem);
+  t.stage_bytes = (t.box_bytes + 127) / 128 * 128;
   t.smem = int64_t(t.stages) * t.stage_bytes;
   t.tiles_p = int((P + t.tile_p - 1) / t.tile_p);
   t.items = int(std::min<int64_t>(per_group * t.tiles_p, INT_MAX));
@@ -1046,6 +1047,10 @@ void launch_tma_k(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<
   const cuuint64_t dims[4] = {cuuint64_t(pb.c), cuuint64_t(pb.w), cuuint64_t(pb.h), cuuint64_t(pb.n)};
   const cuuint64_t strides[3] = {cuuint64_t(pb.c * es), cuuint64_t(pb.w * pb.c * es), cuuint64_t(pb.h * pb.w * pb.c * es)};
   const cuuint32_t box[4] = {cuuint32_t(32 * kCl), cuuint32_t(t.iw), cuuint32_t(t.ih), 1};
+  // The kernel's mbarrier waits for exactly this many bytes a tile: any other count never completes (a hang).
+  if (int64_t(box[0]) * box[1] * box[2] * es != t.box_bytes)
+    throw Error(StatusCode::internal, "cuda_depthwise: the TMA box of " + pb.to_string() + " is not the " +
+                                          std::to_string(t.box_bytes) + " bytes its barrier waits for.");
   const cuuint32_t estrides[4] = {1, 1, 1, 1};
   const CUtensorMapDataType type = std::is_same_v<T, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                    : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16

@@ -45,7 +45,8 @@ struct DwTma {
   int stages = 3;               // tiles in flight a block
   int chunks = 1, tiles_q = 1, tiles_p = 1;
   int tile_q = 1, tile_p = 1;   // output columns and rows of a tile
-  int stage_bytes = 0;
+  int box_bytes = 0;             // one tile's copy: what its mbarrier waits for
+  int stage_bytes = 0;          // a stage's stride: box_bytes rounded up to 128 (a TMA destination's alignment)
   int items = 0;                // tiles: N * chunks * tiles_q * tiles_p (under 2^31)
   int64_t smem = 0;
   int threads = 32;
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
     int chunk, n, tp, tq;
     decode(item, chunk, n, tp, tq);
     const uint32_t bar = s_full + 8 * stage;
-    mbar_arrive_expect_tx(bar, uint32_t(t.stage_bytes));
+    mbar_arrive_expect_tx(bar, uint32_t(t.box_bytes));  // NOTE: the copy's bytes, not the stage's stride
     tma_load_4d(s_tiles + uint32_t(stage * t.stage_bytes), &map, chunk * kCb, tq * t.tile_q * kU - d.pad_w,
                 tp * t.tile_p * kU - d.pad_h, n, bar);
   };
