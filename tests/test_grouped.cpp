@@ -6,8 +6,10 @@
 // Gaussian data, on the same list and shapes of its own; its refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "convkit/convkit.hpp"
 #include "test_util.hpp"
@@ -31,6 +33,10 @@ const char* kGroupedMmaSpecs[] = {
     "n1c32h12w12k32r5s5p2d2g4",      "n1c16h6w6k16r3s3p1u3g4",       "n1c64h1w1k64r3s3p1g8",
     "n1c32h5w5k32r3s3p3g4",          "n2c256h8w8k256r1s1g64",        "n5c64h7w7k64r3s3p1g8",
     "n20c32h2w3k32r3s3p1u2g4",       "n3c1024h7w7k1024r3s3p1g32"};
+
+// Shapes with more tiles than the persistent kernel's blocks (it walks several a block): a short last tile
+// row; two whole images a tile.
+const char* kGroupedPipeSpecs[] = {"n32c64h34w33k64r3s3p1g8", "n600c64h7w7k64r3s3p1g8"};
 
 const Algorithm* grouped() { return find_algorithm("cuda_grouped"); }
 const Algorithm* grouped_mma() { return find_algorithm("cuda_grouped_mma"); }
@@ -110,6 +116,94 @@ TEST(CudaGroupedMma, GaussianWithinBoundEveryActivation) {
     EXPECT_GE(check_specs(*a, dt, kGroupedSpecs, ckt::Fill::gaussian, 1e-2, 1100), 8);
     EXPECT_EQ(check_specs(*a, dt, kGroupedMmaSpecs, ckt::Fill::gaussian, 1e-2, 1200), int(std::size(kGroupedMmaSpecs)));
   }
+}
+
+// Every variant ("tile", "pipe") on every shape of the three lists it takes: bit-equal on small integers with
+// every exact epilogue (the residual in place on every other one), within the bound on Gaussian data with
+// every activation.
+TEST(CudaGroupedMma, EveryVariantOnEveryShape) {
+  const Algorithm* a = grouped_mma();
+  if (a == nullptr) GTEST_SKIP() << "cuda_grouped_mma is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  std::vector<const char*> specs(std::begin(kGroupedMmaSpecs), std::end(kGroupedMmaSpecs));
+  specs.insert(specs.end(), std::begin(kGroupedSpecs), std::end(kGroupedSpecs));
+  specs.insert(specs.end(), std::begin(kGroupedPipeSpecs), std::end(kGroupedPipeSpecs));
+  uint32_t seed = 1500;
+  int ran = 0, pipes = 0, act = 0;
+  for (DType dt : {DType::bf16, DType::f16})
+    for (const char* spec : specs)
+      for (ckt::Fill fill : {ckt::Fill::small_ints, ckt::Fill::gaussian}) {
+        const Conv2dProblem p = Conv2dProblem::parse(spec);
+        const ConvConfig cfg{dt, Layout::nhwc, Device::cuda, MathMode::strict};
+        if (!a->can_implement(p, cfg)) continue;
+        const bool exact = fill == ckt::Fill::small_ints;
+        ckt::EpilogueSpec es;
+        es.bias = (seed % 3) != 0;
+        es.residual = (seed % 2) == 0;
+        es.residual_aliases_dst = es.residual && (seed % 4 == 0);
+        // small integers: the exact activations only (none, relu, relu6)
+        const Activation exact_acts[] = {Activation::none, Activation::relu, Activation::relu6};
+        es.activation = exact ? exact_acts[act % 3] : static_cast<Activation>(act % 8);
+        ++act;
+        const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, fill);
+        const ckt::HostTensor want = ckt::reference(c);
+        for (const std::string& v : a->variants(p, cfg)) {
+          ckt::RunOpts o;
+          o.variant = v;
+          const ckt::HostTensor got = ckt::run_case(*a, c, o);
+          const ckt::Verdict verdict = ckt::check_output(*a, c, got, want.memory_order(), exact ? 1e-5 : 1e-2, exact);
+          EXPECT_TRUE(verdict.ok) << spec << " " << to_string(dt) << " variant " << v << ": " << verdict.message;
+          ++ran;
+          pipes += v == "pipe";
+        }
+      }
+  EXPECT_GT(pipes, 40);
+  EXPECT_GT(ran, 2 * pipes - 8);
+}
+
+// The persistent kernel's unaligned paths: x, w and y each one element off a 16-byte boundary (element
+// loads for the staging, element stores for the output).
+TEST(CudaGroupedMma, PipeVariantOnMisalignedOperands) {
+  const Algorithm* a = grouped_mma();
+  if (a == nullptr) GTEST_SKIP() << "cuda_grouped_mma is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  const Conv2dProblem p = Conv2dProblem::parse("n32c64h34w33k64r3s3p1g8");
+  const ConvConfig cfg{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
+  ckt::EpilogueSpec spec;
+  spec.bias = true;
+  spec.activation = Activation::relu;
+  const ckt::Case c = ckt::make_case(p, cfg, spec, 77, ckt::Fill::small_ints);
+  const size_t off = 2;
+  Buffer xs(Device::cuda, c.src.bytes.size() + off), ws(Device::cuda, c.wei.bytes.size() + off),
+      bs(Device::cuda, c.bias.size() + off),
+      ys(Device::cuda, size_t(p.output_elems()) * dtype_size(cfg.dtype) + off);
+  auto up = [&](Buffer& b, const std::vector<unsigned char>& bytes) {
+    std::vector<unsigned char> h(off, 0);
+    h.insert(h.end(), bytes.begin(), bytes.end());
+    b.copy_from_host(h.data(), h.size());
+  };
+  up(xs, c.src.bytes);
+  up(ws, c.wei.bytes);
+  up(bs, c.bias);
+  ys.fill_bytes(0xFF);
+  auto at = [&](const Buffer& b) { return static_cast<unsigned char*>(b.data()) + off; };
+  const TensorView x{at(xs), cfg.dtype, cfg.layout, cfg.device, input_dims(p)};
+  const TensorView w{at(ws), cfg.dtype, cfg.layout, cfg.device, weight_dims(p)};
+  const TensorView y{at(ys), cfg.dtype, cfg.layout, cfg.device, output_dims(p)};
+  Epilogue epi;
+  epi.bias = at(bs);
+  epi.activation = Activation::relu;
+  RunOptions named;
+  named.algo = "cuda_grouped_mma";
+  named.variant = "pipe";
+  conv2d(p, x, w, y, epi, named);
+  device_synchronize(Device::cuda);
+  ckt::HostTensor out(cfg.dtype, cfg.layout, output_dims(p));
+  std::vector<unsigned char> back(out.bytes.size() + off);
+  ys.copy_to_host(back.data(), back.size());
+  std::copy(back.begin() + off, back.end(), out.bytes.begin());
+  const ckt::Verdict v = ckt::check_output(*a, c, out, ckt::reference(c).memory_order(), 1e-5, true);
+  EXPECT_TRUE(v.ok) << v.message;
 }
 
 TEST(CudaGroupedMma, RejectsWhatItCannotDoWithAReason) {

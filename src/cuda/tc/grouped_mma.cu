@@ -22,6 +22,8 @@
 // nvcc -Xptxas -v (sm_90): 60 (kWN 4) and 64 (kWN 2, 1) registers, __launch_bounds__(256, 4): 4 blocks an SM;
 // kWN 1 keeps one value in local memory across the main loop (4 bytes: one store, one load a thread);
 // 10-110 KiB of dynamic shared memory a block.
+// Variants: "tile" (this file's kernel) and "pipe" (grouped_mma_pipe.cuh: persistent, the next tile in
+// flight); the heuristic's rule is at heuristic_pipe.
 // measured (H200, 2026-12-02, commit 9817a54, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0388 ms
 // (0.84x cuDNN), rnx50_g3x3_1024_7_g32 0.0196 ms (2 images a block; 0.66x cuDNN); geomean over ResNeXt-50's
 // 7 grouped layers 0.65x cuDNN.
@@ -31,6 +33,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <vector>
 
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
@@ -65,13 +68,18 @@ struct GmPlan {
   int tq_mul = 0;      // m / tq as (m * tq_mul) >> 16: exact for m < 128, tq <= 128 (checked for all)
   int img_mul = 0;     // m / (tp * tq) the same way (tp * tq <= 128)
   bool pairs = false;  // the epilogue stores 2 channels as one 4-byte word (K even, dst 4-byte aligned)
-  int64_t smem_in = 0, smem_w = 0, smem = 0;
+  int bufs = 1;        // input tiles staged at once (2: the persistent kernel's next tile in flight)
+  int64_t smem_in = 0, smem_w = 0, smem = 0, budget = 0;  // smem_in: one buffer
 };
 
 int super_width(int64_t cg) { return cg < 8 ? 8 : int(cg); }
 
-GmPlan plan_of(const Conv2dProblem& pb) {
+// The tiling for `bufs` staged input tiles (1: the one-tile kernel; 2: the persistent kernel, the next tile
+// in flight) within `budget` bytes of shared memory: whole output rows up to 128 pixels, halved (rows, then
+// columns) until the tile, its halo and the filters fit.
+GmPlan plan_of(const Conv2dProblem& pb, int bufs = 1, int64_t budget = kSmemBudget) {
   GmPlan t;
+  t.bufs = bufs;
   t.cs = super_width(pb.c_per_group());
   t.units = int(pb.r * pb.s * t.cs / 8);
   t.steps = (t.units + 1) / 2;
@@ -86,9 +94,9 @@ GmPlan plan_of(const Conv2dProblem& pb) {
     t.ih = int((t.tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1);
     t.iw = int((t.tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1);
     t.smem_in = int64_t(t.ih) * t.iw * kPixBytes;
-    // the input tile, the filters, 16 bytes of zeros (the padding unit's A rows), the unit table
-    t.smem = t.smem_in + t.smem_w + 16 + int64_t(2 * t.steps) * 8;
-    if (t.smem <= kSmemBudget) break;
+    // the input tiles, the filters, 16 bytes of zeros (the padding unit's A rows), the unit table
+    t.smem = bufs * t.smem_in + t.smem_w + 16 + int64_t(2 * t.steps) * 8;
+    if (t.smem <= budget) break;
     if (t.tp > 1) { t.tp = (t.tp + 1) / 2; continue; }
     if (t.tq > 16) { t.tq = (t.tq + 1) / 2; continue; }
     break;  // does not fit: can_implement says so
@@ -98,46 +106,33 @@ GmPlan plan_of(const Conv2dProblem& pb) {
   // Small images (ResNeXt's last stage: 7x7 outputs): one tile would leave most of the block's 8 m16 tiles,
   // and so half its warps, idle and stage the 64 channels' filters for 49 pixels; a block takes several
   // whole images instead, their input tiles side by side.
-  if (t.tiles_p == 1 && t.tiles_q == 1 && t.smem <= kSmemBudget) {
+  if (t.tiles_p == 1 && t.tiles_q == 1 && t.smem <= budget) {
     t.nimg = int(std::max<int64_t>(1, std::min<int64_t>(pb.n, kMaxM / (int64_t(t.tp) * t.tq))));
-    while (t.nimg > 1 && t.smem + (t.nimg - 1) * t.smem_in > kSmemBudget) --t.nimg;
-    t.smem += (t.nimg - 1) * t.smem_in;
+    while (t.nimg > 1 && t.smem + bufs * (t.nimg - 1) * t.smem_in > budget) --t.nimg;
+    t.smem += bufs * (t.nimg - 1) * t.smem_in;
     t.smem_in *= t.nimg;
   }
   t.tiles_n = int((pb.n + t.nimg - 1) / t.nimg);
   t.mtiles = (t.nimg * t.tp * t.tq + 15) / 16;
   t.tq_mul = (65536 + t.tq - 1) / t.tq;
   t.img_mul = (65536 + t.tp * t.tq - 1) / (t.tp * t.tq);
+  t.budget = budget;
   return t;
 }
 
-// Block: x = (image, tile row, tile column), y = 64-channel block. Thread tid = warp * 32 + lane; warp =
-// wm * (8 / kWN) + wn.
-template <typename T, int kWN>
-__global__ void __launch_bounds__(kThreads, 4)
-    grouped_mma_kernel(ConvDims d, GmPlan t, bool aligned /* x and w 16-byte aligned */, const T* __restrict__ src, const T* __restrict__ wei,
-                       T* dst, DeviceEpilogue<T> epi) {
-  constexpr int kWM = 8 / kWN;
-  extern __shared__ __align__(128) unsigned char smem[];
-  unsigned char* s_in = smem;                      // [ih][iw] pixels of 128 bytes, chunks swizzled
-  unsigned char* s_w = smem + t.smem_in;           // [64 output channels][wstride units of 16 bytes]
-  unsigned char* s_zero = s_w + t.smem_w;          // 16 bytes of zeros
-  int2* s_unit = reinterpret_cast<int2*>(s_zero + 16);  // unit -> {pixel offset, (x offset << 4) | chunk}, pad: {-1, 0}
+// The pieces both kernels are made of (the one-tile kernel below, the persistent one in
+// grouped_mma_pipe.cuh). Thread tid = warp * 32 + lane; warp = wm * (8 / kWN) + wn.
 
-  int64_t tile = blockIdx.x;
-  const int tq_i = int(tile % t.tiles_q);
-  tile /= t.tiles_q;
-  const int tp_i = int(tile % t.tiles_p);
-  const int64_t n0 = tile / t.tiles_p * t.nimg;  // the block's first image
-  const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
-  const int c0 = blockIdx.y * kBlockC;  // first input = output channel of the block
+// Stage the input tile of each of the block's images whose first output is (n0, p0, q0) into s_in (zeros
+// outside the image, past C and past N), 16 bytes a piece: [image][ih][iw] pixels. Aligned: by cp.async
+// (the caller commits and waits), a thread's chunk fixed (kThreads is a multiple of kChunks) and its pixels
+// stepped with a carry, so no piece costs a division and all of a thread's pieces are in flight at once (a
+// load then a shared store a piece waited for each load in turn).
+template <typename T>
+__device__ __forceinline__ void gm_stage_input(const ConvDims& d, const GmPlan& t, bool aligned, const T* __restrict__ src,
+                                               unsigned char* s_in, int64_t n0, int p0, int q0, int c0) {
+  const int tid = threadIdx.x;
   const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
-  const int tid = threadIdx.x, RS = d.r * d.s, cg = d.cg, cs = t.cs, octs = cs / 8;
-
-  // Stage the input tile of each of the block's images (zeros outside the image, past C and past N), 16
-  // bytes a piece: [image][ih][iw] pixels. Aligned: by cp.async, a thread's chunk fixed (kThreads is a
-  // multiple of kChunks) and its pixels stepped with a carry, so no piece costs a division and all of a
-  // thread's pieces are in flight at once (a load then a shared store a piece waited for each load in turn).
   if (aligned) {
     const int c = tid % kChunks, ch = c0 + c * 8, pstep = kThreads / kChunks;
     const bool c_in = ch < d.c;  // C % 8 == 0: a chunk is all in or all out
@@ -154,28 +149,35 @@ __global__ void __launch_bounds__(kThreads, 4)
       if (x >= t.iw) x -= t.iw, ++y;
       while (y >= t.ih) y -= t.ih, ++img;
     }
-  } else {
-    for (int u = tid; u < t.nimg * t.ih * t.iw * kChunks; u += kThreads) {
-      const int c = u % kChunks, pix = u / kChunks, yi = pix / t.iw, x = pix - yi * t.iw;
-      const int img = t.nimg > 1 ? yi / t.ih : 0, y = yi - img * t.ih;  // (one image: no division)
-      const int h = h0 + y, w = w0 + x, ch = c0 + c * 8;
-      const int64_t n = n0 + img;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (n < d.n && h >= 0 && h < d.h && w >= 0 && w < d.w && ch < d.c) {
-        const T* g = src + ((n * d.h + h) * d.w + w) * d.c + ch;
-        T e[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) e[j] = g[j];
-        memcpy(&v, e, 16);
-      }
-      *reinterpret_cast<uint4*>(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4)) = v;
-    }
+    return;
   }
-  // The block's filters as rows of 16-byte units, zeros past the last unit and past K. With 8 or more
-  // channels a group the unit order (tap, channel) is KRSC's own, so a row is a copy of the filter's; merged
-  // groups are spread block diagonally (a unit's channels of another group are zeros).
-  // NOTE: one element a thread with the index arithmetic per element took longer than the convolution
-  // (0.15 ms on rnx50_g3x3_128_56_g32, 0.13 on rnx50_g3x3_1024_7_g32): whole units a thread here.
+  for (int u = tid; u < t.nimg * t.ih * t.iw * kChunks; u += kThreads) {
+    const int c = u % kChunks, pix = u / kChunks, yi = pix / t.iw, x = pix - yi * t.iw;
+    const int img = t.nimg > 1 ? yi / t.ih : 0, y = yi - img * t.ih;  // (one image: no division)
+    const int h = h0 + y, w = w0 + x, ch = c0 + c * 8;
+    const int64_t n = n0 + img;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (n < d.n && h >= 0 && h < d.h && w >= 0 && w < d.w && ch < d.c) {
+      const T* g = src + ((n * d.h + h) * d.w + w) * d.c + ch;
+      T e[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) e[j] = g[j];
+      memcpy(&v, e, 16);
+    }
+    *reinterpret_cast<uint4*>(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4)) = v;
+  }
+}
+
+// The block's filters (output channels c0 ..) as rows of 16-byte units in s_w, zeros past the last unit and
+// past K; 16 bytes of zeros at s_zero (the padding unit's A rows); the unit table at s_unit. With 8 or more
+// channels a group the unit order (tap, channel) is KRSC's own, so a row is a copy of the filter's; merged
+// groups are spread block diagonally (a unit's channels of another group are zeros).
+// NOTE: one element a thread with the index arithmetic per element took longer than the convolution
+// (0.15 ms on rnx50_g3x3_128_56_g32, 0.13 on rnx50_g3x3_1024_7_g32): whole units a thread here.
+template <typename T>
+__device__ __forceinline__ void gm_stage_filters(const ConvDims& d, const GmPlan& t, bool aligned, const T* __restrict__ wei,
+                                                 unsigned char* s_w, unsigned char* s_zero, int2* s_unit, int c0) {
+  const int tid = threadIdx.x, RS = d.r * d.s, cg = d.cg, octs = t.cs / 8;
   for (int i = tid; i < kBlockC * t.wstride; i += kThreads) {
     const int nl = i / t.wstride, u = i - nl * t.wstride, k = c0 + nl;
     if (aligned && cg >= 8) {  // (by cp.async too)
@@ -213,46 +215,28 @@ __global__ void __launch_bounds__(kThreads, 4)
     }
     s_unit[u] = e;
   }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
+}
 
-  const int warp = tid / 32, lane = tid % 32;
-  const int wm = warp / (8 / kWN), wn = warp % (8 / kWN);
-  if (wm * kWM >= t.mtiles) return;
-  const int n_base = wn * kWN * 8;          // the warp's first output channel in the block
-  const int sgc = (n_base / cs) * octs;     // its super-group's first chunk in a staged pixel
-  // pixels of this block: its images' (the last block may have fewer), or one tile's (the last tile row
-  // may be short; one image a block then)
-  const int m_valid = int(min(int64_t(t.nimg), int64_t(d.n) - n0)) * min(t.tp, d.p - p0) * t.tq;
+// The A row address of output pixel m of a tile (m < m_rows; past it pixel 0, computed and never stored):
+// its first staged pixel times 16, plus its column mod 16 (all the swizzle key ((x + dx) >> xshift) & 7
+// needs, xshift <= 1).
+__device__ __forceinline__ int gm_arow(const ConvDims& d, const GmPlan& t, int m, int m_rows) {
+  if (m >= m_rows) m = 0;
+  const int img = (m * t.img_mul) >> 16, mi = m - img * t.tp * t.tq;
+  const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq, x0 = px * d.stride_w;
+  return ((img * t.ih + py * d.stride_h) * t.iw + x0) * 16 + (x0 & 15);
+}
 
-  // A rows: lane l reads row l % 8 of matrix l / 8: pixel (l % 8) + 8 * ((l / 8) % 2) of the m16 tile, unit
-  // 2*step + l / 16. One register a row: its first staged pixel times 16, plus its column mod 16 (all the
-  // swizzle key ((x + dx) >> xshift) & 7 needs, xshift <= 1).
-  int arow[kWM];
-#pragma unroll
-  for (int i = 0; i < kWM; ++i) {
-    int m = (wm * kWM + i) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-    if (m >= m_valid) m = 0;  // past the tile: computed on pixel 0, never stored
-    const int img = (m * t.img_mul) >> 16, mi = m - img * t.tp * t.tq;
-    const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq, x0 = px * d.stride_w;
-    arow[i] = ((img * t.ih + py * d.stride_h) * t.iw + x0) * 16 + (x0 & 15);
-  }
-  const uint32_t in_addr = uint32_t(__cvta_generic_to_shared(s_in));
-  const uint32_t zero_addr = uint32_t(__cvta_generic_to_shared(s_zero));
-  // B rows: lanes 0-7 row n_base + l, unit 2*step; 8-15 the same rows, unit + 1; 16-31 the next n8 tile.
-  const int b_row = n_base + (lane & 7) + ((lane >> 4) & 1) * 8, b_unit = (lane >> 3) & 1;
-  const uint32_t w_addr = uint32_t(__cvta_generic_to_shared(s_w)) + uint32_t((b_row * t.wstride + b_unit) * 16);
-  const int a_unit = lane >> 4;
-
-  float acc[kWM][kWN][4];
-#pragma unroll
-  for (int i = 0; i < kWM; ++i)
-#pragma unroll
-    for (int j = 0; j < kWN; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-
+// acc += the warp's kWM m16 tiles x kWN n8 tiles over all k16 steps, from the staged tile at in_addr. A rows:
+// lane l reads row l % 8 of matrix l / 8: pixel (l % 8) + 8 * ((l / 8) % 2) of the m16 tile, unit 2*step +
+// l / 16. B rows: lanes 0-7 row n_base + l, unit 2*step; 8-15 the same rows, unit + 1; 16-31 the next n8 tile
+// (w_addr is the lane's row and unit in s_w). sgc: the warp's super-group's first chunk in a staged pixel.
+template <typename T, int kWN>
+__device__ __forceinline__ void gm_multiply(float (&acc)[8 / kWN][kWN][4], const GmPlan& t, const int (&arow)[8 / kWN],
+                                            const int2* s_unit, uint32_t in_addr, uint32_t zero_addr, uint32_t w_addr,
+                                            int sgc) {
+  constexpr int kWM = 8 / kWN;
+  const int a_unit = (threadIdx.x & 31) >> 4;
   for (int step = 0; step < t.steps; ++step) {
     const int2 ue = s_unit[2 * step + a_unit];
     uint32_t b[kWN][2];
@@ -279,6 +263,60 @@ __global__ void __launch_bounds__(kThreads, 4)
       for (int j = 0; j < kWN; ++j) Mma<T>::run(acc[i][j], a, b[j]);
     }
   }
+}
+
+// Block: x = (image, tile row, tile column), y = 64-channel block; one tile a block.
+template <typename T, int kWN>
+__global__ void __launch_bounds__(kThreads, 4)
+    grouped_mma_kernel(ConvDims d, GmPlan t, bool aligned /* x and w 16-byte aligned */, const T* __restrict__ src, const T* __restrict__ wei,
+                       T* dst, DeviceEpilogue<T> epi) {
+  constexpr int kWM = 8 / kWN;
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* s_in = smem;                      // [ih][iw] pixels of 128 bytes, chunks swizzled
+  unsigned char* s_w = smem + t.smem_in;           // [64 output channels][wstride units of 16 bytes]
+  unsigned char* s_zero = s_w + t.smem_w;          // 16 bytes of zeros
+  int2* s_unit = reinterpret_cast<int2*>(s_zero + 16);  // unit -> {pixel offset, (x offset << 4) | chunk}, pad: {-1, 0}
+
+  int64_t tile = blockIdx.x;
+  const int tq_i = int(tile % t.tiles_q);
+  tile /= t.tiles_q;
+  const int tp_i = int(tile % t.tiles_p);
+  const int64_t n0 = tile / t.tiles_p * t.nimg;  // the block's first image
+  const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
+  const int c0 = blockIdx.y * kBlockC;  // first input = output channel of the block
+  const int tid = threadIdx.x, cs = t.cs, octs = cs / 8;
+
+  gm_stage_input(d, t, aligned, src, s_in, n0, p0, q0, c0);
+  gm_stage_filters(d, t, aligned, wei, s_w, s_zero, s_unit, c0);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  const int warp = tid / 32, lane = tid % 32;
+  const int wm = warp / (8 / kWN), wn = warp % (8 / kWN);
+  if (wm * kWM >= t.mtiles) return;
+  const int n_base = wn * kWN * 8;          // the warp's first output channel in the block
+  const int sgc = (n_base / cs) * octs;     // its super-group's first chunk in a staged pixel
+  // pixels of this block: its images' (the last block may have fewer), or one tile's (the last tile row
+  // may be short; one image a block then)
+  const int m_valid = int(min(int64_t(t.nimg), int64_t(d.n) - n0)) * min(t.tp, d.p - p0) * t.tq;
+
+  int arow[kWM];
+#pragma unroll
+  for (int i = 0; i < kWM; ++i) arow[i] = gm_arow(d, t, (wm * kWM + i) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, m_valid);
+  const uint32_t in_addr = uint32_t(__cvta_generic_to_shared(s_in));
+  const uint32_t zero_addr = uint32_t(__cvta_generic_to_shared(s_zero));
+  const int b_row = n_base + (lane & 7) + ((lane >> 4) & 1) * 8, b_unit = (lane >> 3) & 1;
+  const uint32_t w_addr = uint32_t(__cvta_generic_to_shared(s_w)) + uint32_t((b_row * t.wstride + b_unit) * 16);
+
+  float acc[kWM][kWN][4];
+#pragma unroll
+  for (int i = 0; i < kWM; ++i)
+#pragma unroll
+    for (int j = 0; j < kWN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  gm_multiply<T, kWN>(acc, t, arow, s_unit, in_addr, zero_addr, w_addr, sgc);
 
   // C fragment: lane l holds rows l / 4 and l / 4 + 8, columns 2 * (l % 4) + 0, 1 of each 16 x 8 tile.
 #pragma unroll
@@ -310,26 +348,76 @@ __global__ void __launch_bounds__(kThreads, 4)
     }
 }
 
+}  // namespace
+}  // namespace convkit::detail
+
+#include "cuda/tc/grouped_mma_pipe.cuh"
+
+namespace convkit::detail {
+namespace {
+
+// The kernels as variants: "tile" (one tile a block) and "pipe" (grouped_mma_pipe.cuh: persistent, the next
+// tile in flight), where its two input tiles fit kPipeBudget.
+bool pipe_fits(const Conv2dProblem& pb) {
+  const GmPlan t = plan_of(pb, 2, kPipeBudget);
+  return t.smem <= kPipeBudget;
+}
+
+// The heuristic's kernel: the persistent one where a group has 16 or more channels (filters of 18 KiB and
+// more a block, staged once instead of once a tile) and its plan keeps the one-tile kernel's images a tile;
+// the one-tile kernel elsewhere. Measured on ResNeXt-50's grouped layers (H200, bf16, batch 32, docs/perf.md
+// 2026-12-04): the persistent kernel 1.05-1.21x the one-tile kernel at 16 and 32 channels a group (512@28
+// stride 2, 512@14, 1024@7), 0.84-0.96x at 8 channels (256@56 stride 2, 256@28), 1.04x at 4 (128@56), and
+// 0.66x at 1024@14 stride 2 (its two input tiles fit one image a tile where the one-tile kernel takes two).
+bool heuristic_pipe(const Conv2dProblem& pb) {
+  return pb.c_per_group() >= 16 && plan_of(pb, 2, kPipeBudget).nimg == plan_of(pb).nimg;
+}
+
+std::vector<std::string> variants_of(const Conv2dProblem& pb) {
+  const bool pipe = pipe_fits(pb);
+  if (pipe && heuristic_pipe(pb)) return {"pipe", "tile"};
+  if (pipe) return {"tile", "pipe"};
+  return {"tile"};
+}
+
 template <typename T, int kWN>
 void launch_wn(const ConvCall& call, const GmPlan& t) {
   const Conv2dProblem& pb = call.problem;
   const ConvDims d = make_dims(pb);
-  const dim3 grid(unsigned(int64_t(t.tiles_n) * t.tiles_p * t.tiles_q), unsigned((pb.c + kBlockC - 1) / kBlockC));
+  const unsigned cblocks = unsigned((pb.c + kBlockC - 1) / kBlockC);
   GmPlan plan = t;
   plan.pairs = pb.k % 2 == 0 && reinterpret_cast<uintptr_t>(call.dst.data) % 4 == 0;
   const bool aligned = reinterpret_cast<uintptr_t>(call.src.data) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(call.wei.data) % 16 == 0;
+  const auto src = static_cast<const T*>(call.src.data);
+  const auto wei = static_cast<const T*>(call.wei.data);
+  const auto dst = static_cast<T*>(call.dst.data);
+  const auto epi = DeviceEpilogue<T>::from(call.epilogue);
+  const int64_t tiles = int64_t(t.tiles_n) * t.tiles_p * t.tiles_q;
+  if (t.bufs == 2) {
+    auto kernel = grouped_mma_pipe_kernel<T, kWN>;
+    opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), t.smem);
+    int per_sm = 0;
+    CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, size_t(t.smem)));
+    // as many blocks as are resident at once, shared by the channel blocks
+    const int64_t slots = int64_t(std::max(per_sm, 1)) * sm_count_of_current_device();
+    const int64_t per_cblock = std::clamp<int64_t>((slots + cblocks - 1) / cblocks, 1, tiles);
+    kernel<<<dim3(unsigned(per_cblock), cblocks), kThreads, t.smem, as_stream(call.stream)>>>(d, plan, aligned, src, wei,
+                                                                                                dst, epi);
+    CK_LAUNCH("grouped_mma_pipe_kernel");
+    return;
+  }
   opt_in_dynamic_smem(reinterpret_cast<const void*>(grouped_mma_kernel<T, kWN>), t.smem);
-  grouped_mma_kernel<T, kWN><<<grid, kThreads, t.smem, as_stream(call.stream)>>>(
-      d, plan, aligned, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
-      static_cast<T*>(call.dst.data), DeviceEpilogue<T>::from(call.epilogue));
+  grouped_mma_kernel<T, kWN><<<dim3(unsigned(tiles), cblocks), kThreads, t.smem, as_stream(call.stream)>>>(
+      d, plan, aligned, src, wei, dst, epi);
   CK_LAUNCH("grouped_mma_kernel");
 }
 
 template <typename T>
 void launch(const ConvCall& call) {
   if (call.problem.output_elems() == 0) return;
-  const GmPlan t = plan_of(call.problem);
+  const std::string v = call.variant.empty() ? variants_of(call.problem).front() : call.variant;
+  const GmPlan t = v == "pipe" ? plan_of(call.problem, 2, kPipeBudget) : plan_of(call.problem);
   switch (t.kwn) {
     case 1: return launch_wn<T, 1>(call, t);
     case 2: return launch_wn<T, 2>(call, t);
@@ -364,9 +452,13 @@ class CudaGroupedMma final : public CudaAlgorithm {
     if ((pb.c + kBlockC - 1) / kBlockC > 65535) return Support::no("more than 65535 channel blocks (grid.y).");
     return Support::yes();
   }
+  std::vector<std::string> variants(const Conv2dProblem& pb, const ConvConfig&) const override {
+    return variants_of(pb);
+  }
   std::string detail(const Conv2dProblem& pb, const ConvConfig&) const override {
-    const GmPlan t = plan_of(pb);
-    return (t.nimg > 1 ? std::to_string(t.nimg) + " images x " : std::string()) + std::to_string(t.tp) + "x" +
+    const std::string v = variants_of(pb).front();
+    const GmPlan t = v == "pipe" ? plan_of(pb, 2, kPipeBudget) : plan_of(pb);
+    return "kernel " + v + ", " + (t.nimg > 1 ? std::to_string(t.nimg) + " images x " : std::string()) + std::to_string(t.tp) + "x" +
            std::to_string(t.tq) + " outputs x 64 channels a block, groups of " +
            std::to_string(pb.c_per_group()) + (pb.c_per_group() < 8 ? " merged to 8" : "") + ", " +
            std::to_string(t.steps) + " k16 steps, " + std::to_string(t.smem / 1024) + " KiB smem";
@@ -374,6 +466,12 @@ class CudaGroupedMma final : public CudaAlgorithm {
   void run(const ConvCall& call) const override {
     if (Support ok = can_implement(call.problem, call.config); !ok)
       throw Error(StatusCode::unsupported, name() + " cannot run " + call.problem.to_string() + ": " + ok.reason);
+    if (!call.variant.empty()) {
+      const std::vector<std::string> vs = variants_of(call.problem);
+      if (std::find(vs.begin(), vs.end(), call.variant) == vs.end())
+        throw Error(StatusCode::invalid_problem, name() + " has no variant '" + call.variant + "' for " +
+                                                     call.problem.to_string() + ".");
+    }
     check_residual_overlap(call.epilogue.residual, call.dst.data,
                            size_t(call.problem.output_elems()) * dtype_size(call.config.dtype));
     switch (call.config.dtype) {
