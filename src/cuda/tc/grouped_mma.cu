@@ -430,7 +430,8 @@ class CudaGroupedMma final : public CudaAlgorithm {
   std::string name() const override { return "cuda_grouped_mma"; }
   std::string description() const override {
     return "grouped conv with 2-64 channels a group on tensor cores (mma.sync): a block stages 64 channels of "
-           "whole groups with their halo once, each warp multiplies its own group only; f16/bf16 NHWC, K = C";
+           "whole groups with their halo once, each warp multiplies its own group only (one tile a block, or a "
+           "persistent block with the next tile in flight); f16/bf16 NHWC, K = C";
   }
   Support can_implement(const Conv2dProblem& pb, const ConvConfig& cfg) const override {
     if (pb.groups < 2) return Support::no("it computes grouped convolutions only (groups > 1).");
