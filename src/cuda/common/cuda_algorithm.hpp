@@ -42,6 +42,11 @@ int64_t smem_per_sm_of_current_device();
 // time).
 void opt_in_dynamic_smem(const void* kernel, int64_t bytes);
 
+// Blocks of `threads` threads and `smem` bytes of dynamic shared memory that fit one SM at once (at least 1),
+// from the occupancy calculator once per device, kernel, block size and smem size, not at every launch.
+// Call opt_in_dynamic_smem for the kernel first where smem passes 48 KiB.
+int blocks_per_sm(const void* kernel, int threads, int64_t smem);
+
 inline bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return x < y + b_bytes && y < x + a_bytes;

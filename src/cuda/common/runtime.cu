@@ -1,10 +1,12 @@
 // The CUDA hooks of the core (allocation, copies, sync) and the error helpers of check.cuh.
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "core/overrides.hpp"
@@ -47,6 +49,19 @@ void opt_in_dynamic_smem(const void* kernel, int64_t bytes) {
   if (bytes <= have) return;
   CK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   have = bytes;
+}
+
+int blocks_per_sm(const void* kernel, int threads, int64_t smem) {
+  int dev = 0;
+  CK_CUDA(cudaGetDevice(&dev));
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, int, int64_t>, int> known;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(dev, kernel, threads, smem);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  int n = 0;
+  CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, size_t(smem)));
+  return known[key] = std::max(n, 1);
 }
 
 bool cuda_built() { return true; }

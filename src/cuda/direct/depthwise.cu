@@ -1037,9 +1037,7 @@ void launch_tma_k(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<
   auto kernel = depthwise_nhwc_tma_kernel<T, kK, kU, sh.pw, sh.qt, kCl>;
   const void* kp = reinterpret_cast<const void*>(kernel);
   opt_in_dynamic_smem(kp, t.smem);
-  int per_sm = 0;
-  CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, t.threads, size_t(t.smem)));
-  const int64_t grid = std::min<int64_t>(t.items, int64_t(std::max(per_sm, 1)) * sm_count_of_current_device());
+  const int64_t grid = std::min<int64_t>(t.items, int64_t(blocks_per_sm(kp, t.threads, t.smem)) * sm_count_of_current_device());
   // The input as the 4-D tensor (C, W, H, N), innermost first; boxes of one tile's 32 * kCl channels x
   // iw columns x ih rows of one image; coordinates outside the tensor (the padding) arrive as zeros.
   const Conv2dProblem& pb = call.problem;

@@ -556,9 +556,7 @@ int tile_blocks_per_sm(DType dt, int s, int threads, int64_t smem) {
                   : dt == DType::f16 ? reinterpret_cast<const void*>(tile_kernel<__half>(s))
                                      : reinterpret_cast<const void*>(tile_kernel<__nv_bfloat16>(s));
   if (smem > 48 * 1024) opt_in_dynamic_smem(k, kTileSmem);
-  int n = 0;
-  CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, size_t(smem)));
-  return std::max(n, 1);
+  return blocks_per_sm(k, threads, smem);
 }
 
 BwdPlan choose_wgrad(const Conv2dProblem& pb, const ConvConfig& cfg, bool vec_ok) {

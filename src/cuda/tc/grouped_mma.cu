@@ -358,26 +358,22 @@ namespace {
 
 // The kernels as variants: "tile" (one tile a block) and "pipe" (grouped_mma_pipe.cuh: persistent, the next
 // tile in flight), where its two input tiles fit kPipeBudget.
-bool pipe_fits(const Conv2dProblem& pb) {
-  const GmPlan t = plan_of(pb, 2, kPipeBudget);
-  return t.smem <= kPipeBudget;
-}
-
+//
 // The heuristic's kernel: the persistent one where a group has 16 or more channels (filters of 18 KiB and
 // more a block, staged once instead of once a tile) and its plan keeps the one-tile kernel's images a tile;
 // the one-tile kernel elsewhere. Measured on ResNeXt-50's grouped layers (H200, bf16, batch 32, docs/perf.md
 // 2026-12-04): the persistent kernel 1.05-1.21x the one-tile kernel at 16 and 32 channels a group (512@28
 // stride 2, 512@14, 1024@7), 0.84-0.96x at 8 channels (256@56 stride 2, 256@28), 1.04x at 4 (128@56), and
 // 0.66x at 1024@14 stride 2 (its two input tiles fit one image a tile where the one-tile kernel takes two).
-bool heuristic_pipe(const Conv2dProblem& pb) {
-  return pb.c_per_group() >= 16 && plan_of(pb, 2, kPipeBudget).nimg == plan_of(pb).nimg;
+bool heuristic_pipe(const Conv2dProblem& pb, const GmPlan& pipe) {
+  return pb.c_per_group() >= 16 && pipe.nimg == plan_of(pb).nimg;
 }
 
 std::vector<std::string> variants_of(const Conv2dProblem& pb) {
-  const bool pipe = pipe_fits(pb);
-  if (pipe && heuristic_pipe(pb)) return {"pipe", "tile"};
-  if (pipe) return {"tile", "pipe"};
-  return {"tile"};
+  const GmPlan pipe = plan_of(pb, 2, kPipeBudget);
+  if (pipe.smem > kPipeBudget) return {"tile"};
+  if (heuristic_pipe(pb, pipe)) return {"pipe", "tile"};
+  return {"tile", "pipe"};
 }
 
 template <typename T, int kWN>
@@ -396,11 +392,10 @@ void launch_wn(const ConvCall& call, const GmPlan& t) {
   const int64_t tiles = int64_t(t.tiles_n) * t.tiles_p * t.tiles_q;
   if (t.bufs == 2) {
     auto kernel = grouped_mma_pipe_kernel<T, kWN>;
-    opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), t.smem);
-    int per_sm = 0;
-    CK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, size_t(t.smem)));
+    const void* kp = reinterpret_cast<const void*>(kernel);
+    opt_in_dynamic_smem(kp, t.smem);
     // as many blocks as are resident at once, shared by the channel blocks
-    const int64_t slots = int64_t(std::max(per_sm, 1)) * sm_count_of_current_device();
+    const int64_t slots = int64_t(blocks_per_sm(kp, kThreads, t.smem)) * sm_count_of_current_device();
     const int64_t per_cblock = std::clamp<int64_t>((slots + cblocks - 1) / cblocks, 1, tiles);
     kernel<<<dim3(unsigned(per_cblock), cblocks), kThreads, t.smem, as_stream(call.stream)>>>(d, plan, aligned, src, wei,
                                                                                                 dst, epi);
