@@ -172,12 +172,9 @@ TEST(CudaDepthwise, EveryVariantBitEqualF32AndWithinBound16Bit) {
         // (exact: the activations that keep small integers exact)
         es.activation = exact ? (act++ % 2 ? Activation::relu6 : Activation::relu) : static_cast<Activation>(act++ % 6);
         const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, exact ? ckt::Fill::small_ints : ckt::Fill::gaussian);
-        const ckt::HostTensor want = ckt::reference(c);
+        const std::vector<double> want = ckt::reference(c).memory_order();
         for (const std::string& v : vs) {
-          ckt::RunOpts o;
-          o.variant = v;
-          const ckt::HostTensor got = ckt::run_case(*a, c, o);
-          const ckt::Verdict verdict = ckt::check_output(*a, c, got, want.memory_order(), exact ? 1e-5 : 1e-2, exact);
+          const ckt::Verdict verdict = ckt::check_variant(*a, c, v, want, exact ? 1e-5 : 1e-2, exact);
           EXPECT_TRUE(verdict.ok) << "variant " << v << ": " << verdict.message;
         }
       }
@@ -220,12 +217,9 @@ TEST(CudaDepthwise, TmaKernelEveryVariant) {
       const bool exact = dt == DType::f32;
       es.activation = exact ? (act++ % 2 ? Activation::relu6 : Activation::relu) : static_cast<Activation>(act++ % 8);
       const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, exact ? ckt::Fill::small_ints : ckt::Fill::gaussian);
-      const ckt::HostTensor want = ckt::reference(c);
+      const std::vector<double> want = ckt::reference(c).memory_order();
       for (const std::string& v : tma) {
-        ckt::RunOpts o;
-        o.variant = v;
-        const ckt::HostTensor got = ckt::run_case(*a, c, o);
-        const ckt::Verdict verdict = ckt::check_output(*a, c, got, want.memory_order(), exact ? 1e-5 : 1e-2, exact);
+        const ckt::Verdict verdict = ckt::check_variant(*a, c, v, want, exact ? 1e-5 : 1e-2, exact);
         EXPECT_TRUE(verdict.ok) << spec << " " << to_string(dt) << " variant " << v << ": " << verdict.message;
         ++ran;
       }

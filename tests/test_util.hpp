@@ -435,6 +435,15 @@ inline Verdict check_against_reference(const Algorithm& a, const Case& c, double
   return check_output(a, c, run_case(a, c), want.memory_order(), bound, exact);
 }
 
+// One variant of `a` (one of its variants()) on the case, against the reference's values in memory order
+// (computed once for all the variants of a case).
+inline Verdict check_variant(const Algorithm& a, const Case& c, const std::string& variant,
+                             const std::vector<double>& want, double bound, bool exact) {
+  RunOpts o;
+  o.variant = variant;
+  return check_output(a, c, run_case(a, c, o), want, bound, exact);
+}
+
 inline std::string npy_shape(const std::vector<int64_t>& shape) {
   std::string s = "(";
   for (size_t i = 0; i < shape.size(); ++i) s += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
