@@ -9,19 +9,20 @@
 //     lane, so the im2col gather is only an address in the staged tile (no copy, no zeros but the padding).
 //   - Groups of fewer than 8 channels (Cg = 2 or 4) are merged into super-groups of 8 whose filter is block
 //     diagonal (zeros across groups): 2x or 4x the multiplies, on units the tensor cores take whole.
-//   - The staged pixel is 128 bytes; its 16-byte chunks are XOR-swizzled with the pixel's column (key
-//     (x >> xshift) & 7, xshift = 1 for stride 2) so that the 8 rows of an ldmatrix phase, 8 consecutive
-//     output pixels, fall on distinct banks. Filter rows are an odd number of 16-byte units long for the
-//     same reason.
+//   - A staged pixel's 128 bytes sit at a pitch of 144 (16 bytes of padding), and at stride 2 a staged row
+//     keeps its even columns first and then its odd ones, so that the 8 rows of an ldmatrix phase, 8
+//     consecutive output pixels, are 8 consecutive slots on distinct banks for every tap, and a row's
+//     address is the pixel's offset plus the unit's (one add a fragment; an XOR swizzle of the chunks by
+//     the column cost 8 instructions a fragment). Filter rows are an odd number of 16-byte units long for
+//     the same reason.
 // Work mapping: a block = one image x tp output rows x tq columns (tp*tq <= 128: 8 m16 tiles) x 64 output
 // channels (K = C: the filter keeps each group's width); where a whole image's output is one tile of at most
 // 64 pixels (7x7), nimg images side by side instead, so that the block's 8 m16 tiles and its staged filters
 // serve more than 49 pixels. 8 warps; warp = kWM m16 tiles x kWN n8 tiles of one
 // super-group (kWN = min(super-group width / 8, 4), kWM = 8 / kWN), fp32 accumulators in registers; the
 // epilogue (bias, activation, residual) is applied on the way out.
-// nvcc -Xptxas -v (sm_90): 60 (kWN 4) and 64 (kWN 2, 1) registers, __launch_bounds__(256, 4): 4 blocks an SM;
-// kWN 1 keeps one value in local memory across the main loop (4 bytes: one store, one load a thread);
-// 10-110 KiB of dynamic shared memory a block.
+// nvcc -Xptxas -v (sm_90): 64 registers, no local memory, __launch_bounds__(256, 4): 4 blocks an SM; 10-124 KiB
+// of dynamic shared memory a block.
 // Variants: "tile" (this file's kernel) and "pipe" (grouped_mma_pipe.cuh: persistent, the next tile in
 // flight); the heuristic's rule is at heuristic_pipe.
 // measured (H200, 2026-12-02, commit 9817a54, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0388 ms
@@ -50,6 +51,9 @@ constexpr int kThreads = 256;
 constexpr int kBlockC = 64;               // input (= output) channels a block: a 128-byte staged pixel
 constexpr int kChunks = kBlockC / 8;      // 16-byte chunks a staged pixel
 constexpr int kPixBytes = kBlockC * 2;
+// A staged input pixel's pitch: its 128 bytes and 16 of padding, so that the rows of 8 consecutive staged
+// pixels (an ldmatrix phase) start 36 words apart and fall on 8 distinct groups of 4 banks.
+constexpr int kPitch = kPixBytes + 16;
 constexpr int kMaxM = 128;                // output pixels a block (8 m16 tiles)
 constexpr int64_t kSmemBudget = 200 * 1024;
 
@@ -63,7 +67,9 @@ struct GmPlan {
   int ih = 1, iw = 1;  // staged input rows and columns (halo included)
   int mtiles = 1;      // m16 tiles: ceil(tp*tq / 16)
   int tiles_p = 1, tiles_q = 1, tiles_n = 1;  // tiles_n = ceil(N / nimg)
-  int xshift = 0;      // swizzle key (x >> xshift) & 7
+  int de = 1;          // column deinterleave: 2 at stride 2 (even columns first, then odd), else 1
+  int wh = 1;          // staged columns of one parity: ceil(iw / de)
+  int iws = 1;         // pixel slots a staged row: de * wh
   int kwn = 1;         // n8 tiles a warp
   int tq_mul = 0;      // m / tq as (m * tq_mul) >> 16: exact for m < 128, tq <= 128 (checked for all)
   int img_mul = 0;     // m / (tp * tq) the same way (tp * tq <= 128)
@@ -85,7 +91,7 @@ GmPlan plan_of(const Conv2dProblem& pb, int bufs = 1, int64_t budget = kSmemBudg
   t.steps = (t.units + 1) / 2;
   t.wstride = (2 * t.steps) | 1;
   t.kwn = std::min(t.cs / 8, 4);
-  t.xshift = pb.stride_w == 2 ? 1 : 0;
+  t.de = pb.stride_w == 2 ? 2 : 1;
   const int64_t P = pb.p(), Q = pb.q();
   t.tq = int(std::min<int64_t>(Q, kMaxM));
   t.tp = int(std::max<int64_t>(1, std::min<int64_t>(P, kMaxM / t.tq)));
@@ -93,9 +99,11 @@ GmPlan plan_of(const Conv2dProblem& pb, int bufs = 1, int64_t budget = kSmemBudg
   for (;;) {
     t.ih = int((t.tp - 1) * pb.stride_h + (pb.r - 1) * pb.dilation_h + 1);
     t.iw = int((t.tq - 1) * pb.stride_w + (pb.s - 1) * pb.dilation_w + 1);
-    t.smem_in = int64_t(t.ih) * t.iw * kPixBytes;
+    t.wh = (t.iw + t.de - 1) / t.de;
+    t.iws = t.de * t.wh;
+    t.smem_in = int64_t(t.ih) * t.iws * kPitch;
     // the input tiles, the filters, 16 bytes of zeros (the padding unit's A rows), the unit table
-    t.smem = bufs * t.smem_in + t.smem_w + 16 + int64_t(2 * t.steps) * 8;
+    t.smem = bufs * t.smem_in + t.smem_w + 16 + int64_t(2 * t.steps) * 4;
     if (t.smem <= budget) break;
     if (t.tp > 1) { t.tp = (t.tp + 1) / 2; continue; }
     if (t.tq > 16) { t.tq = (t.tq + 1) / 2; continue; }
@@ -123,6 +131,13 @@ GmPlan plan_of(const Conv2dProblem& pb, int bufs = 1, int64_t budget = kSmemBudg
 // The pieces both kernels are made of (the one-tile kernel below, the persistent one in
 // grouped_mma_pipe.cuh). Thread tid = warp * 32 + lane; warp = wm * (8 / kWN) + wn.
 
+// The slot of staged input pixel (image img, row y, column x) of a tile: rows of iws slots, the columns of
+// each parity together where de = 2 (x even first), so that the outputs of consecutive columns read
+// consecutive slots at stride 2 too.
+__device__ __forceinline__ int gm_slot(const GmPlan& t, int img, int y, int x) {
+  return (img * t.ih + y) * t.iws + (x & (t.de - 1)) * t.wh + (x >> (t.de - 1));
+}
+
 // Stage the input tile of each of the block's images whose first output is (n0, p0, q0) into s_in (zeros
 // outside the image, past C and past N), 16 bytes a piece: [image][ih][iw] pixels. Aligned: by cp.async
 // (the caller commits and waits), a thread's chunk fixed (kThreads is a multiple of kChunks) and its pixels
@@ -143,7 +158,7 @@ __device__ __forceinline__ void gm_stage_input(const ConvDims& d, const GmPlan& 
       const int h = h0 + y, w = w0 + x;
       const int64_t n = n0 + img;
       const bool ok = c_in && n < d.n && h >= 0 && h < d.h && w >= 0 && w < d.w;
-      cp_async16_zfill(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4),
+      cp_async16_zfill(s_in + gm_slot(t, img, y, x) * kPitch + c * 16,
                        ok ? src + ((n * d.h + h) * d.w + w) * d.c + ch : src, ok);
       x += dx, y += dy;
       if (x >= t.iw) x -= t.iw, ++y;
@@ -152,7 +167,7 @@ __device__ __forceinline__ void gm_stage_input(const ConvDims& d, const GmPlan& 
     return;
   }
   for (int u = tid; u < t.nimg * t.ih * t.iw * kChunks; u += kThreads) {
-    const int c = u % kChunks, pix = u / kChunks, yi = pix / t.iw, x = pix - yi * t.iw;
+    const int c = u % kChunks, pix = u / kChunks, yi = pix / t.iw, x = pix - yi * t.iw;  // (pix: img, y, x)
     const int img = t.nimg > 1 ? yi / t.ih : 0, y = yi - img * t.ih;  // (one image: no division)
     const int h = h0 + y, w = w0 + x, ch = c0 + c * 8;
     const int64_t n = n0 + img;
@@ -164,7 +179,7 @@ __device__ __forceinline__ void gm_stage_input(const ConvDims& d, const GmPlan& 
       for (int j = 0; j < 8; ++j) e[j] = g[j];
       memcpy(&v, e, 16);
     }
-    *reinterpret_cast<uint4*>(s_in + pix * kPixBytes + ((c ^ ((x >> t.xshift) & 7)) << 4)) = v;
+    *reinterpret_cast<uint4*>(s_in + gm_slot(t, img, y, x) * kPitch + c * 16) = v;
   }
 }
 
@@ -176,7 +191,7 @@ __device__ __forceinline__ void gm_stage_input(const ConvDims& d, const GmPlan& 
 // (0.15 ms on rnx50_g3x3_128_56_g32, 0.13 on rnx50_g3x3_1024_7_g32): whole units a thread here.
 template <typename T>
 __device__ __forceinline__ void gm_stage_filters(const ConvDims& d, const GmPlan& t, bool aligned, const T* __restrict__ wei,
-                                                 unsigned char* s_w, unsigned char* s_zero, int2* s_unit, int c0) {
+                                                 unsigned char* s_w, unsigned char* s_zero, int* s_unit, int c0) {
   const int tid = threadIdx.x, RS = d.r * d.s, cg = d.cg, octs = t.cs / 8;
   for (int i = tid; i < kBlockC * t.wstride; i += kThreads) {
     const int nl = i / t.wstride, u = i - nl * t.wstride, k = c0 + nl;
@@ -206,25 +221,24 @@ __device__ __forceinline__ void gm_stage_filters(const ConvDims& d, const GmPlan
     *reinterpret_cast<uint4*>(s_w + i * 16) = v;
   }
   if (tid < 4) reinterpret_cast<uint32_t*>(s_zero)[tid] = 0;
+  // unit u (tap, 8-channel chunk) -> its byte offset from an output pixel's first staged slot; -1: padding
   for (int u = tid; u < 2 * t.steps; u += kThreads) {
-    int2 e{-1, 0};
+    int e = -1;
     if (u < t.units) {
-      const int tap = u / octs, r = tap / d.s, s = tap - r * d.s;
-      e.x = r * d.dil_h * t.iw + s * d.dil_w;
-      e.y = ((s * d.dil_w) << 4) | (u % octs);
+      const int tap = u / octs, r = tap / d.s, s = tap - r * d.s, sd = s * d.dil_w;
+      e = (r * d.dil_h * t.iws + (sd & (t.de - 1)) * t.wh + (sd >> (t.de - 1))) * kPitch + (u % octs) * 16;
     }
     s_unit[u] = e;
   }
 }
 
-// The A row address of output pixel m of a tile (m < m_rows; past it pixel 0, computed and never stored):
-// its first staged pixel times 16, plus its column mod 16 (all the swizzle key ((x + dx) >> xshift) & 7
-// needs, xshift <= 1).
+// The A row offset of output pixel m of a tile (m < m_rows; past it pixel 0, computed and never stored): its
+// first staged slot (tap 0, 0) times the pitch.
 __device__ __forceinline__ int gm_arow(const ConvDims& d, const GmPlan& t, int m, int m_rows) {
   if (m >= m_rows) m = 0;
   const int img = (m * t.img_mul) >> 16, mi = m - img * t.tp * t.tq;
-  const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq, x0 = px * d.stride_w;
-  return ((img * t.ih + py * d.stride_h) * t.iw + x0) * 16 + (x0 & 15);
+  const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq;
+  return ((img * t.ih + py * d.stride_h) * t.iws + px * (d.stride_w / t.de)) * kPitch;
 }
 
 // acc += the warp's kWM m16 tiles x kWN n8 tiles over all k16 steps, from the staged tile at in_addr. A rows:
@@ -233,12 +247,12 @@ __device__ __forceinline__ int gm_arow(const ConvDims& d, const GmPlan& t, int m
 // (w_addr is the lane's row and unit in s_w). sgc: the warp's super-group's first chunk in a staged pixel.
 template <typename T, int kWN>
 __device__ __forceinline__ void gm_multiply(float (&acc)[8 / kWN][kWN][4], const GmPlan& t, const int (&arow)[8 / kWN],
-                                            const int2* s_unit, uint32_t in_addr, uint32_t zero_addr, uint32_t w_addr,
+                                            const int* s_unit, uint32_t in_addr, uint32_t zero_addr, uint32_t w_addr,
                                             int sgc) {
   constexpr int kWM = 8 / kWN;
   const int a_unit = (threadIdx.x & 31) >> 4;
   for (int step = 0; step < t.steps; ++step) {
-    const int2 ue = s_unit[2 * step + a_unit];
+    const int ue = s_unit[2 * step + a_unit];
     uint32_t b[kWN][2];
     if constexpr (kWN == 1) {
       ldmatrix_x2(b[0], w_addr + uint32_t(step * 32));
@@ -250,13 +264,10 @@ __device__ __forceinline__ void gm_multiply(float (&acc)[8 / kWN][kWN][4], const
         b[j][0] = r4[0], b[j][1] = r4[1], b[j + 1][0] = r4[2], b[j + 1][1] = r4[3];
       }
     }
-    const int dx = ue.y >> 4, chunk = sgc + (ue.y & 15);
-    const uint32_t base = in_addr + uint32_t(ue.x * kPixBytes);
+    const uint32_t base = in_addr + uint32_t(sgc * 16 + ue);
 #pragma unroll
     for (int i = 0; i < kWM; ++i) {
-      const uint32_t addr =
-          ue.x < 0 ? zero_addr
-                   : base + (uint32_t(arow[i] & ~15) << 3) + ((chunk ^ ((((arow[i] & 15) + dx) >> t.xshift) & 7)) << 4);
+      const uint32_t addr = ue < 0 ? zero_addr : base + uint32_t(arow[i]);
       uint32_t a[4];
       ldmatrix_x4(a, addr);
 #pragma unroll
@@ -275,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   unsigned char* s_in = smem;                      // [ih][iw] pixels of 128 bytes, chunks swizzled
   unsigned char* s_w = smem + t.smem_in;           // [64 output channels][wstride units of 16 bytes]
   unsigned char* s_zero = s_w + t.smem_w;          // 16 bytes of zeros
-  int2* s_unit = reinterpret_cast<int2*>(s_zero + 16);  // unit -> {pixel offset, (x offset << 4) | chunk}, pad: {-1, 0}
+  int* s_unit = reinterpret_cast<int*>(s_zero + 16);  // unit -> byte offset (tap, chunk); padding: -1
 
   int64_t tile = blockIdx.x;
   const int tq_i = int(tile % t.tiles_q);
@@ -325,10 +336,15 @@ __global__ void __launch_bounds__(kThreads, 4)
     for (int hf = 0; hf < 2; ++hf) {
       const int m = (wm * kWM + i) * 16 + lane / 4 + hf * 8;
       if (m >= m_valid) continue;
-      const int img = (m * t.img_mul) >> 16, mi = m - img * t.tp * t.tq;
-      const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq, q = q0 + px;
-      if (q >= d.q) continue;
-      const int64_t o = (((n0 + img) * d.p + p0 + py) * d.q + q) * d.k;
+      int64_t o;
+      if (t.tq == d.q) {  // whole output rows (and whole images where several): pixel m is the tile's first + m
+        o = ((n0 * d.p + p0) * d.q + m) * d.k;
+      } else {
+        const int img = (m * t.img_mul) >> 16, mi = m - img * t.tp * t.tq;
+        const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq, q = q0 + px;
+        if (q >= d.q) continue;
+        o = (((n0 + img) * d.p + p0 + py) * d.q + q) * d.k;
+      }
 #pragma unroll
       for (int j = 0; j < kWN; ++j) {
         const int k = c0 + n_base + j * 8 + 2 * (lane % 4);

@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   unsigned char* s_in = smem;                      // two buffers of [ih][iw] pixels of 128 bytes, chunks swizzled
   unsigned char* s_w = smem + 2 * t.smem_in;       // [64 output channels][wstride units of 16 bytes]
   unsigned char* s_zero = s_w + t.smem_w;          // 16 bytes of zeros
-  int2* s_unit = reinterpret_cast<int2*>(s_zero + 16);
+  int* s_unit = reinterpret_cast<int*>(s_zero + 16);
 
   const int ntiles = t.tiles_n * t.tiles_p * t.tiles_q;  // under 2^31 (can_implement)
   const int c0 = blockIdx.y * kBlockC;
