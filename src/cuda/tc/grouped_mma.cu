@@ -21,8 +21,8 @@
 // serve more than 49 pixels. 8 warps; warp = kWM m16 tiles x kWN n8 tiles of one
 // super-group (kWN = min(super-group width / 8, 4), kWM = 8 / kWN), fp32 accumulators in registers; the
 // epilogue (bias, activation, residual) is applied on the way out.
-// nvcc -Xptxas -v (sm_90): 64 registers, no local memory, __launch_bounds__(256, 4): 4 blocks an SM; 10-124 KiB
-// of dynamic shared memory a block.
+// nvcc -Xptxas -v (sm_90): 64 registers, no local memory, __launch_bounds__(256, 4): 4 blocks an SM; the
+// dynamic shared memory a block is the input tile at 144 bytes a pixel plus the filters (plan_of).
 // Variants: "tile" (this file's kernel) and "pipe" (grouped_mma_pipe.cuh: persistent, the next tile in
 // flight); the heuristic's rule is at heuristic_pipe.
 // measured (H200, 2026-12-02, commit 9817a54, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0388 ms
