@@ -12,8 +12,8 @@
 //   - A staged pixel's 128 bytes sit at a pitch of 144 (16 bytes of padding), and at stride 2 a staged row
 //     keeps its even columns first and then its odd ones, so that the 8 rows of an ldmatrix phase, 8
 //     consecutive output pixels, are 8 consecutive slots on distinct banks for every tap, and a row's
-//     address is the pixel's offset plus the unit's (one add a fragment; an XOR swizzle of the chunks by
-//     the column cost 8 instructions a fragment). Filter rows are an odd number of 16-byte units long for
+//     address is the pixel's offset plus the unit's (an add and a select a fragment; the XOR swizzle of
+//     the chunks by the column cost 8). Filter rows are an odd number of 16-byte units long for
 //     the same reason.
 // Work mapping: a block = one image x tp output rows x tq columns (tp*tq <= 128: 8 m16 tiles) x 64 output
 // channels (K = C: the filter keeps each group's width); where a whole image's output is one tile of at most
