@@ -765,19 +765,21 @@ bool mma_take(const Conv2dProblem& pb, const ConvConfig& cfg, MmaChoice choice) 
 // tiles in flight. NHWC, M = 1, a square 3x3, 5x5 or 7x7 filter, the same stride (1 or 2) both ways,
 // dilation 1, C * element size a multiple of 16 bytes, one image's output under 2^31 elements, a device and
 // a build of compute capability 9.0 or later (the copy engine).
+// cl: channels a lane, 0 = tma_lane_channels' choice; 2 ("/c2") = two 16-bit channels a lane where C % 64 != 0
+// too (the last chunk's box runs past C: the copy engine fills zeros, the lanes past C store nothing), for
+// 128-byte box rows instead of 64.
 struct TmaChoice {
-  int threads = 256, stages = 2;
+  int threads = 256, stages = 2, cl = 0;
 };
-constexpr TmaChoice kTmaChoices[] = {{256, 2}, {256, 3}, {256, 4}, {128, 3}, {128, 4}};
+constexpr TmaChoice kTmaChoices[] = {{256, 2, 0}, {256, 3, 0}, {256, 4, 0}, {128, 3, 0}, {128, 4, 0}, {256, 2, 2}, {256, 3, 2}};
 
-std::string tma_name(TmaChoice c) { return "tma/" + std::to_string(c.threads) + "/s" + std::to_string(c.stages); }
+std::string tma_name(TmaChoice c) {
+  return "tma/" + std::to_string(c.threads) + "/s" + std::to_string(c.stages) + (c.cl == 2 ? "/c2" : "");
+}
 
 bool parse_tma_variant(const std::string& v, TmaChoice& c) {
-  int th = 0, st = 0;
-  char tail = 0;
-  if (std::sscanf(v.c_str(), "tma/%d/s%d%c", &th, &st, &tail) != 2) return false;
   for (TmaChoice k : kTmaChoices)
-    if (k.threads == th && k.stages == st) { c = k; return true; }
+    if (tma_name(k) == v) { c = k; return true; }
   return false;
 }
 
@@ -819,7 +821,7 @@ DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   t.wr = int(std::clamp<int64_t>((P + sh.pw - 1) / sh.pw, 1, max_warps / t.wc));
   t.tile_q = sh.qt * t.wc;
   t.iw = (t.tile_q - 1) * U + K;
-  t.cl = tma_lane_channels(pb, elem);
+  t.cl = choice.cl ? choice.cl : tma_lane_channels(pb, elem);
   t.chunks = int((pb.c + 32 * t.cl - 1) / (32 * t.cl));
   t.tiles_q = int((Q + t.tile_q - 1) / t.tile_q);
   const int64_t groups = (P + int64_t(sh.pw) * t.wr - 1) / (int64_t(sh.pw) * t.wr);  // row groups of wr warps
@@ -849,6 +851,7 @@ bool tma_take(const Conv2dProblem& pb, const ConvConfig& cfg, TmaChoice choice) 
       pb.stride_h != pb.stride_w || (pb.stride_h != 1 && pb.stride_h != 2) || pb.dilation_h != 1 ||
       pb.dilation_w != 1 || (pb.c * elem_bytes(cfg.dtype)) % 16 != 0 || pb.p() * pb.q() * pb.k >= INT_MAX)
     return false;
+  if (choice.cl == 2 && (elem_bytes(cfg.dtype) != 2 || pb.c % 64 == 0)) return false;  // (else the same as cl 0)
   if (!tma_device_ok()) return false;
   const DwTma t = plan_tma(pb, elem_bytes(cfg.dtype), choice);
   return t.smem <= 200 * 1024 && t.ih <= 256 && int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p < INT_MAX;
@@ -947,7 +950,7 @@ std::vector<std::string> variants_of(const Conv2dProblem& pb, const ConvConfig& 
       v.push_back(mma_name(c));
   for (TmaChoice c : kTmaChoices)
     if (tma_take(pb, cfg, c) && (first.kind != DwKernel::tma || first.tma_choice.threads != c.threads ||
-                                 first.tma_choice.stages != c.stages))
+                                 first.tma_choice.stages != c.stages || first.tma_choice.cl != c.cl))
       v.push_back(tma_name(c));
   if (cols_take(pb, cfg) && first.kind != DwKernel::cols) v.push_back(kCols);
   if (window_takes(pb, cfg) && first.kind != DwKernel::window) v.push_back(kWindow);
