@@ -241,7 +241,11 @@ TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
   const bool tma = std::find(probe.begin(), probe.end(), "tma/256/s2") != probe.end();  // this machine runs it
   const char* tma_or_rows = tma ? "tma/256/s2" : "rows/256/d1";
   const std::pair<const char*, const char*> want[] = {
-      {"n32c144h56w56k144r3s3p1g144", tma_or_rows},   {"n32c96h112w112k96r3s3p1u2g96", "rows/128/d1"},
+      {"n32c144h56w56k144r3s3p1g144", tma ? "tma/256/s2/c2" : "rows/256/d1"},
+      {"n32c96h112w112k96r3s3p1u2g96", "rows/128/d1"},
+      {"n32c672h14w14k672r5s5p2g672", tma ? "tma/256/s2" : "window"},
+      {"n32c1152h7w7k1152r5s5p2g1152", tma ? "tma/128/s3" : "window"},
+      {"n32c32h112w112k32r3s3p1g32", tma_or_rows},
       {"n32c240h28w28k240r5s5p2g240", tma_or_rows},   {"n32c96h56w56k96r7s7p3g96", tma_or_rows},
       {"n32c576h14w14k576r3s3p1u2g576", tma ? "tma/256/s2" : "rows/128/d1"},
       {"n32c960h7w7k960r3s3p1g960", tma ? "tma/256/s2" : "window"},

@@ -906,19 +906,34 @@ constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {
 // 0.87-0.99x wider), 5x5 (f32 1.01-1.56x; bf16 1.07-1.12x from 28 columns, 0.88-1.00x below) and 7x7 from
 // 28 columns (bf16 0.99-1.08x, f32 1.15-1.40x; 0.69-0.87x at 14 and 7 columns, where its 2x2 outputs a
 // thread leave too few warps and the window kernel's one-shot tiles win).
+// 2026-12-04 (EfficientNet-B0 and MobileNetV2 in bf16, the kernel with several row groups a warp): bf16 5x5
+// below 28 columns too (1.13x and 1.31x the window kernel at 14 columns, 1.36x the rows kernel at 7 columns
+// stride 2), there in blocks of 128 threads and 3 stages where Q <= 7 (1.09x the window kernel where 256/s2
+// lost 0.88x); two channels a lane (/c2) for 16-bit 3x3 with C % 64 != 0 from 128 channels (1.01-1.09x the
+// one-channel lanes; at 32 channels half the lanes would idle: 0.72x).
 bool tma_heuristic_takes(const Conv2dProblem& pb, const ConvConfig& cfg) {
   if (!tma_take(pb, cfg, TmaChoice{})) return false;
   const bool f32 = cfg.dtype == DType::f32;
   const int64_t Q = pb.q();
   if (pb.r == 3) return pb.stride_h == 1 ? (!f32 || Q <= 28) : Q <= 14;
-  if (pb.r == 5) return f32 || Q >= 28;
+  if (pb.r == 5) return true;
   return Q >= 28;
+}
+
+TmaChoice tma_heuristic_choice(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  const bool b16 = elem_bytes(cfg.dtype) == 2;
+  if (b16 && pb.r == 5 && pb.q() <= 7) return {128, 3, 0};
+  const TmaChoice c2{256, 2, 2};
+  if (b16 && pb.r == 3 && pb.c >= 128 && tma_take(pb, cfg, c2)) return c2;
+  return {};
 }
 
 DwKernel heuristic_kernel(const Conv2dProblem& pb, const ConvConfig& cfg) {
   if (tma_heuristic_takes(pb, cfg)) {
     DwKernel k;
     k.kind = DwKernel::tma;
+    k.tma_choice = tma_heuristic_choice(pb, cfg);
+    if (!tma_take(pb, cfg, k.tma_choice)) k.tma_choice = TmaChoice{};
     return k;
   }
   const bool window = window_takes(pb, cfg), cols = cols_take(pb, cfg);
