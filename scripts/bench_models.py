@@ -1,7 +1,7 @@
 """Whole torchvision models through PyTorch and convkit, in one process, on a GPU.
 
     python scripts/bench_models.py [--models resnet50,mobilenet_v2] [--dtypes bf16,f32] [--batches 32,1]
-                                   [--variants eager,compile,convert,fuse,fuse_compile] [--max-autotune]
+                                   [--variants eager,compile,convert,fuse,fuse_autotune,fuse_compile] [--max-autotune]
                                    [--profile] [--json out.json]
 
 Models (random init, eval): resnet50, resnext50_32x4d, mobilenet_v2, efficientnet_b0, convnext_tiny.
@@ -12,6 +12,9 @@ TF32 off). Variants:
                 mode="max-autotune-no-cudagraphs" (its compile time is reported)
   convert       convkit.nn.convert(model): every Conv2d swapped, BatchNorm/activations/adds still PyTorch ops
   fuse          convkit.fuse(model): BatchNorm folded, activation and residual in convkit's epilogue
+  fuse_autotune convkit.fuse(model, algo="autotune"): every convolution's algorithm and variant timed on its
+                first call instead of the heuristic's (the first forward, untimed; set CONVKIT_TUNE_CACHE=off
+                to tune afresh)
   fuse_compile  torch.compile(convkit.fuse(model))
   fuse_linears  convkit.fuse(model, linears=True): ConvNeXt's Linears too, as 1x1 convolutions with GELU, the
                 layer scale and the residual in the epilogue
@@ -132,6 +135,14 @@ def run_one(name, dt, batch, variants, max_autotune, profiled=False):
         note = f"{s.convs} convs, {s.bn_folded} bn, {s.activations} act, {s.residuals} res"
     if "fuse" in variants:
         add("convkit fuse", lambda: fused(x), note)
+    if "fuse_autotune" in variants:
+        # algo="autotune": each convolution's candidates timed on its first call (the tune cache: docs/tuning.md);
+        # add() runs the model once before timing it, so the tuning stays out of the timed runs.
+        ft = convkit.fuse(model, memory_format=fmt, algo="autotune")
+        t0 = time.time()
+        with torch.no_grad():
+            ft(x)
+        add("convkit fuse autotune", lambda: ft(x), f"tuning {time.time() - t0:.0f} s")
     if "fuse_linears" in variants:
         fl = convkit.fuse(model, memory_format=fmt, linears=True)
         add("convkit fuse linears", lambda: fl(x), f"{fl.convkit_summary.linears} linears")
