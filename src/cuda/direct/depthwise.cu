@@ -25,10 +25,10 @@
 // ("rows/<threads>/d<depth>", "mma/<pixels>/s<steps>", "tma/<threads>/s<stages>", "cols", "window",
 // "general"); heuristic_kernel says which it takes where.
 // nvcc -Xptxas -v (sm_90): general 32-78 registers, window 55-64, rows 78-100, mma 104-157, no spills.
-// measured (H200, 2026-12-01, bf16 NHWC batch 32): mbv2_dw3x3_144_56 0.0398 ms (rows, 0.89x cuDNN's 0.0356;
-// 0.0390 against 0.0352 on 2026-12-02),
-// mbv2_dw3x3s2_576_14 0.0109 ms (rows, 1.13x), cnxt 7x7 96@56 0.0735 ms (rows, 1.03x), mbv2_dw3x3_960_7
-// 0.0097 ms (window, 1.06x); f32 NCHW cnxt 7x7 96@56 0.153 ms (window, 2.19x cuDNN).
+// measured (H200, 2026-12-04, commit beff812, bf16 NHWC batch 32, the heuristic's kernel): every depthwise
+// layer of MobileNetV2 and EfficientNet-B0 0.88-1.26x cuDNN (mbv2_dw3x3_144_56 0.0378 ms, tma/256/s2/c2,
+// 0.94x; mbv2_dw3x3s2_96_112 0.0477, rows/128/d1, 0.88x; effb0_dw5x5_1152_7 0.0143, tma/128/s3, 1.25x);
+// 2026-12-01: f32 NCHW cnxt 7x7 96@56 0.153 ms (window, 2.19x cuDNN).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

@@ -25,9 +25,9 @@
 // dynamic shared memory a block is the input tile at 144 bytes a pixel plus the filters (plan_of).
 // Variants: "tile" (this file's kernel) and "pipe" (grouped_mma_pipe.cuh: persistent, the next tile in
 // flight); the heuristic's rule is at heuristic_pipe.
-// measured (H200, 2026-12-02, commit 9817a54, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0388 ms
-// (0.84x cuDNN), rnx50_g3x3_1024_7_g32 0.0196 ms (2 images a block; 0.66x cuDNN); geomean over ResNeXt-50's
-// 7 grouped layers 0.65x cuDNN.
+// measured (H200, 2026-12-04, commit 7df3fd0, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0380 ms
+// (0.87x cuDNN), rnx50_g3x3_128_56_g32 0.0711 ms (0.73x), rnx50_g3x3_1024_7_g32 0.0200 ms (2 images a block;
+// 0.68x); the heuristic's kernel over ResNeXt-50's 7 grouped layers: geomean 0.68x cuDNN.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
