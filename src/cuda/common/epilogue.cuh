@@ -58,7 +58,13 @@ struct DeviceEpilogue {
 };
 
 // The activation on N values of one thread, the switch taken once instead of once per value (each case
-// is activate() with a constant, so the arithmetic is the same).
+// is activate() with a constant, so the arithmetic is the same). Every index is a constant after unrolling,
+// so the values stay in registers.
+// NOTE: a case that loops without unrolling indexes v at run time, and then the caller's whole array lives
+// in local memory even where that case never runs (a looping default case put cuda_igemm_wgmma's persistent
+// accumulators in a 128- or 256-byte stack frame: `nvcc -Xptxas -v` shows it as "bytes stack frame", not as
+// a spill). A value outside the enum is left as it is, as activate() does.
+static_assert(int(Activation::hardsigmoid) == 7, "activate_all has a case for every Activation");
 template <int N>
 __device__ __forceinline__ void activate_all(Activation act, float* v) {
   switch (act) {
@@ -74,8 +80,7 @@ __device__ __forceinline__ void activate_all(Activation act, float* v) {
     CONVKIT_ACTIVATE_ALL(sigmoid)
     CONVKIT_ACTIVATE_ALL(hardsigmoid)
 #undef CONVKIT_ACTIVATE_ALL
-    default:
-      for (int i = 0; i < N; ++i) v[i] = activate<float>(act, v[i]);
+    default: return;
   }
 }
 
