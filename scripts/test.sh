@@ -9,7 +9,10 @@ jobs=$(nproc)
 
 echo "== Release build and tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVKIT_BUILD_TESTS=ON -DCONVKIT_BUILD_TOOLS=ON >/dev/null
-cmake --build build -j "$jobs"
+cmake --build build -j "$jobs" 2>&1 | tee build/build.log
+# The CUDA kernels' stack frames against tests/local_memory_allowed.txt (of what this build compiled: all of
+# them on a fresh clone).
+scripts/check_local_memory.sh build/build.log
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
 
 echo "== optional dependencies hidden or broken: the configure still succeeds, the algorithm is unavailable"
