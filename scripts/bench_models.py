@@ -2,7 +2,7 @@
 
     python scripts/bench_models.py [--models resnet50,mobilenet_v2] [--dtypes bf16,f32] [--batches 32,1]
                                    [--variants eager,compile,convert,fuse,fuse_autotune,fuse_compile] [--max-autotune]
-                                   [--profile] [--json out.json]
+                                   [--profile] [--plans] [--json out.json]
 
 Models (random init, eval): resnet50, resnext50_32x4d, mobilenet_v2, efficientnet_b0, convnext_tiny.
 bf16 runs channels_last (model and input), f32 runs contiguous NCHW with strict fp32 on both sides (cuDNN's
@@ -26,6 +26,9 @@ rel L2 against a float64 run of the same model on the same input. Markdown on st
 under the timed ms means the forward waits on the host), by kernel family (convkit, convkit's layout
 transforms, cuDNN/cuBLAS, BatchNorm, other) and its top kernels, and the host events (ops, CUDA runtime
 calls) with the most self time a forward, printed after the table.
+--plans: for convert, fuse and fuse_autotune, what each convolution runs (algorithm[variant] and whether the
+heuristic or the tune cache chose it, from convkit.plan on the input the layer gets), and the layers where
+fuse and fuse_autotune differ.
 """
 import argparse
 import copy
@@ -82,7 +85,35 @@ def profile_forward(fn, runs=5):
     return r
 
 
-def run_one(name, dt, batch, variants, max_autotune, profiled=False):
+def conv_plans(model, x):
+    """What each convkit convolution of model runs on input x: (module name, problem, algorithm, variant, where
+    the choice came from: heuristic or tune cache), from convkit.plan on the input the layer gets in one
+    forward (forward pre-hooks)."""
+    found = []
+
+    def hook(mod, args, name):
+        inp = args[0]
+        if isinstance(mod.padding, str):
+            found.append((name, tuple(inp.shape), "-", "", "padding given as a string"))
+            return
+        pl = convkit.plan(inp, mod.weight, mod.stride, mod.padding, mod.dilation, mod.groups, algo="auto")
+        n, c, h, w = inp.shape
+        k, _, r, s_ = mod.weight.shape
+        problem = f"n{n}c{c}h{h}w{w}k{k}r{r}s{s_}p{mod.padding[0]}u{mod.stride[0]}g{mod.groups}"
+        found.append((name, problem, pl[0], pl.variant, pl.source))
+
+    handles = [m.register_forward_pre_hook(lambda mod, args, n=n: hook(mod, args, n))
+               for n, m in model.named_modules() if isinstance(m, convkit.nn.Conv2d)]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return found
+
+
+def run_one(name, dt, batch, variants, max_autotune, profiled=False, plans=False):
     dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[dt]
     fmt = torch.channels_last if dt == "bf16" else torch.contiguous_format
     base = make_model(name)
@@ -93,7 +124,7 @@ def run_one(name, dt, batch, variants, max_autotune, profiled=False):
     x = x64.to(device="cuda", dtype=dtype).contiguous(memory_format=fmt)
     rows = []
 
-    def add(variant, fn, extra=""):
+    def add(variant, fn, extra="", module=None):
         try:
             with torch.no_grad():
                 out = fn()
@@ -104,6 +135,8 @@ def run_one(name, dt, batch, variants, max_autotune, profiled=False):
             log(f"  {name} {dt} n{batch} {variant}: {ms:.3f} ms, rel L2 {err:.2e} {extra}")
             if profiled:
                 rows[-1]["profile"] = profile_forward(fn)
+            if plans and module is not None:
+                rows[-1]["plans"] = conv_plans(module, x)
         except Exception as e:  # noqa: BLE001  (report and go on: one failing variant is a row, not a crash)
             rows.append({"model": name, "dtype": dt, "batch": batch, "variant": variant, "ms": None,
                          "rel_l2": None, "note": f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"})
@@ -127,14 +160,14 @@ def run_one(name, dt, batch, variants, max_autotune, profiled=False):
             add("compile max-autotune", lambda: c2(x), f"compile {s2:.0f} s")
     if "convert" in variants:
         conv = convkit.nn.convert(copy.deepcopy(model), memory_format=fmt)
-        add("convkit convert", lambda: conv(x))
+        add("convkit convert", lambda: conv(x), module=conv)
     fused = None
     if "fuse" in variants or "fuse_compile" in variants or "graph" in variants:
         fused = convkit.fuse(model, memory_format=fmt)
         s = fused.convkit_summary
         note = f"{s.convs} convs, {s.bn_folded} bn, {s.activations} act, {s.residuals} res"
     if "fuse" in variants:
-        add("convkit fuse", lambda: fused(x), note)
+        add("convkit fuse", lambda: fused(x), note, module=fused)
     if "fuse_autotune" in variants:
         # algo="autotune": each convolution's candidates timed on its first call (the tune cache: docs/tuning.md);
         # add() runs the model once before timing it, so the tuning stays out of the timed runs.
@@ -142,7 +175,7 @@ def run_one(name, dt, batch, variants, max_autotune, profiled=False):
         t0 = time.time()
         with torch.no_grad():
             ft(x)
-        add("convkit fuse autotune", lambda: ft(x), f"tuning {time.time() - t0:.0f} s")
+        add("convkit fuse autotune", lambda: ft(x), f"tuning {time.time() - t0:.0f} s", module=ft)
     if "fuse_linears" in variants:
         fl = convkit.fuse(model, memory_format=fmt, linears=True)
         add("convkit fuse linears", lambda: fl(x), f"{fl.convkit_summary.linears} linears")
@@ -199,6 +232,28 @@ def profile_text(rows):
     return "\n".join(out)
 
 
+def plans_text(rows):
+    """Each model's convkit layers and what they ran; with fuse and fuse_autotune both planned, the layers
+    whose choice differs between the two first."""
+    out = []
+    for r in rows:
+        if not r.get("plans"):
+            continue
+        out.append(f"\n{r['model']} {r['dtype']} n{r['batch']} {r['variant']}: {len(r['plans'])} convolutions")
+        out += [f"  {n:40s} {p:34s} {a}[{v}] ({src})" for n, p, a, v, src in r["plans"]]
+    by = {}
+    for r in rows:
+        if r.get("plans"):
+            by.setdefault((r["model"], r["dtype"], r["batch"]), {})[r["variant"]] = r["plans"]
+    for (m, dt, b), vs in by.items():
+        f, t = vs.get("convkit fuse"), vs.get("convkit fuse autotune")
+        if f and t:
+            diff = [(x, y) for x, y in zip(f, t) if (x[2], x[3]) != (y[2], y[3])]
+            out.append(f"\n{m} {dt} n{b}: fuse and fuse autotune differ on {len(diff)} of {len(f)} convolutions")
+            out += [f"  {x[0]:40s} {x[1]:34s} {x[2]}[{x[3]}] -> {y[2]}[{y[3]}]" for x, y in diff]
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS))
@@ -207,6 +262,7 @@ def main():
     ap.add_argument("--variants", default="eager,compile,convert,fuse,fuse_compile,graph")
     ap.add_argument("--max-autotune", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--plans", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
     if not torch.cuda.is_available():
@@ -220,13 +276,15 @@ def main():
     for name in a.models.split(","):
         for dt in a.dtypes.split(","):
             for b in (int(v) for v in a.batches.split(",")):
-                rows += run_one(name, dt, b, variants, a.max_autotune, a.profile)
+                rows += run_one(name, dt, b, variants, a.max_autotune, a.profile, a.plans)
                 if a.json:
                     with open(a.json + ".tmp", "w") as f:
                         json.dump(rows, f, indent=1)
     print(table(rows))
     if a.profile:
         print(profile_text(rows))
+    if a.plans:
+        print(plans_text(rows))
     if a.json:
         import os
 
