@@ -110,6 +110,10 @@ if [ "$SKIP_BUILD" = 0 ]; then
     warn=$(grep -c -i -E "warning[: ]" "$BLOG" || true)
     spills=$(grep -c "spill" "$BLOG" || true)
     row build "$st" $(( cfg_s + STEP_S )) "$warn warning lines, $spills spill lines (see build_tests.log)"
+    # Stack frames against tests/local_memory_allowed.txt (a fresh build folder: every kernel compiled).
+    lmem=$(scripts/check_local_memory.sh "$BLOG" 2>&1) && lst=ok || { lst=FAIL; fail; }
+    row "local memory" "$lst" 0 "$(echo "$lmem" | head -1)"
+    echo "$lmem" >>"$BLOG"
   else
     fail; row build "configure $(status_of)" "$STEP_S" "see build_tests.log"
   fi
