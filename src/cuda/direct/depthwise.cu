@@ -920,11 +920,12 @@ bool tma_heuristic_takes(const Conv2dProblem& pb, const ConvConfig& cfg) {
   return Q >= 28;
 }
 
+// (Where tma_heuristic_takes said yes: the default choice takes the problem; another only where it does too.)
 TmaChoice tma_heuristic_choice(const Conv2dProblem& pb, const ConvConfig& cfg) {
   const bool b16 = elem_bytes(cfg.dtype) == 2;
-  if (b16 && pb.r == 5 && pb.q() <= 7) return {128, 3, 0};
-  const TmaChoice c2{256, 2, 2};
-  if (b16 && pb.r == 3 && pb.c >= 128 && tma_take(pb, cfg, c2)) return c2;
+  auto if_taken = [&](TmaChoice c) { return tma_take(pb, cfg, c) ? c : TmaChoice{}; };
+  if (b16 && pb.r == 5 && pb.q() <= 7) return if_taken({128, 3, 0});
+  if (b16 && pb.r == 3 && pb.c >= 128) return if_taken({256, 2, 2});
   return {};
 }
 
@@ -933,7 +934,6 @@ DwKernel heuristic_kernel(const Conv2dProblem& pb, const ConvConfig& cfg) {
     DwKernel k;
     k.kind = DwKernel::tma;
     k.tma_choice = tma_heuristic_choice(pb, cfg);
-    if (!tma_take(pb, cfg, k.tma_choice)) k.tma_choice = TmaChoice{};
     return k;
   }
   const bool window = window_takes(pb, cfg), cols = cols_take(pb, cfg);

@@ -381,15 +381,25 @@ namespace {
 // 2026-12-04): the persistent kernel 1.05-1.21x the one-tile kernel at 16 and 32 channels a group (512@28
 // stride 2, 512@14, 1024@7), 0.84-0.96x at 8 channels (256@56 stride 2, 256@28), 1.04x at 4 (128@56), and
 // 0.66x at 1024@14 stride 2 (its two input tiles fit one image a tile where the one-tile kernel takes two).
-bool heuristic_pipe(const Conv2dProblem& pb, const GmPlan& pipe) {
-  return pb.c_per_group() >= 16 && pipe.nimg == plan_of(pb).nimg;
+bool heuristic_pipe(const Conv2dProblem& pb, const GmPlan& pipe, const GmPlan& tile) {
+  return pipe.smem <= kPipeBudget && pb.c_per_group() >= 16 && pipe.nimg == tile.nimg;
 }
 
 std::vector<std::string> variants_of(const Conv2dProblem& pb) {
   const GmPlan pipe = plan_of(pb, 2, kPipeBudget);
   if (pipe.smem > kPipeBudget) return {"tile"};
-  if (heuristic_pipe(pb, pipe)) return {"pipe", "tile"};
+  if (heuristic_pipe(pb, pipe, plan_of(pb))) return {"pipe", "tile"};
   return {"tile", "pipe"};
+}
+
+// The plan of the kernel a call runs: the named variant's ("tile" or "pipe"; run() has checked that it is
+// offered) or, for "", the heuristic's. No strings or lists: the launch asks it on every call.
+GmPlan chosen_plan(const Conv2dProblem& pb, const std::string& variant) {
+  const GmPlan tile = plan_of(pb);
+  if (variant == "tile") return tile;
+  const GmPlan pipe = plan_of(pb, 2, kPipeBudget);
+  if (variant == "pipe") return pipe;
+  return heuristic_pipe(pb, pipe, tile) ? pipe : tile;
 }
 
 template <typename T, int kWN>
@@ -427,8 +437,7 @@ void launch_wn(const ConvCall& call, const GmPlan& t) {
 template <typename T>
 void launch(const ConvCall& call) {
   if (call.problem.output_elems() == 0) return;
-  const std::string v = call.variant.empty() ? variants_of(call.problem).front() : call.variant;
-  const GmPlan t = v == "pipe" ? plan_of(call.problem, 2, kPipeBudget) : plan_of(call.problem);
+  const GmPlan t = chosen_plan(call.problem, call.variant);
   switch (t.kwn) {
     case 1: return launch_wn<T, 1>(call, t);
     case 2: return launch_wn<T, 2>(call, t);
@@ -468,9 +477,8 @@ class CudaGroupedMma final : public CudaAlgorithm {
     return variants_of(pb);
   }
   std::string detail(const Conv2dProblem& pb, const ConvConfig&) const override {
-    const std::string v = variants_of(pb).front();
-    const GmPlan t = v == "pipe" ? plan_of(pb, 2, kPipeBudget) : plan_of(pb);
-    return "kernel " + v + ", " + (t.nimg > 1 ? std::to_string(t.nimg) + " images x " : std::string()) + std::to_string(t.tp) + "x" +
+    const GmPlan t = chosen_plan(pb, "");
+    return "kernel " + std::string(t.bufs == 2 ? "pipe" : "tile") + ", " + (t.nimg > 1 ? std::to_string(t.nimg) + " images x " : std::string()) + std::to_string(t.tp) + "x" +
            std::to_string(t.tq) + " outputs x 64 channels a block, groups of " +
            std::to_string(pb.c_per_group()) + (pb.c_per_group() < 8 ? " merged to 8" : "") + ", " +
            std::to_string(t.steps) + " k16 steps, " + std::to_string(t.smem / 1024) + " KiB smem";
