@@ -87,8 +87,8 @@ def profile_forward(fn, runs=5):
 
 def conv_plans(model, x):
     """What each convkit convolution of model runs on input x: (module name, problem, algorithm, variant, where
-    the choice came from: heuristic or tune cache), from convkit.plan on the input the layer gets in one
-    forward (forward pre-hooks)."""
+    the choice came from: heuristic or tune cache), from convkit.plan on the input and the epilogue's activation
+    the layer gets in one forward (forward pre-hooks)."""
     found = []
 
     def hook(mod, args, name):
@@ -96,7 +96,8 @@ def conv_plans(model, x):
         if isinstance(mod.padding, str):
             found.append((name, tuple(inp.shape), "-", "", "padding given as a string"))
             return
-        pl = convkit.plan(inp, mod.weight, mod.stride, mod.padding, mod.dilation, mod.groups, algo="auto")
+        pl = convkit.plan(inp, mod.weight, mod.stride, mod.padding, mod.dilation, mod.groups, algo="auto",
+                          activation=getattr(mod, "_activation", "none"))
         n, c, h, w = inp.shape
         k, _, r, s_ = mod.weight.shape
         problem = f"n{n}c{c}h{h}w{w}k{k}r{r}s{s_}p{mod.padding[0]}u{mod.stride[0]}g{mod.groups}"

@@ -222,17 +222,33 @@ TEST(PlannerGpu, TheHeuristicPassesOverWhatItShouldNotChoose) {
   EXPECT_EQ(plan(Conv2dProblem::parse("n2c64h14w14k128r3s3p1g16"), cfg).algorithm->name(), "cuda_grouped");
 }
 
-// The 1x1 rule: cuda_pointwise_mma for C <= 192 (widening or not); above, the heuristic passes it over for the
-// implicit GEMMs and its verdict says why; by name it still runs there.
-TEST(PlannerGpu, OneByOneLayersOfFewChannelsGoToThePointwiseKernel) {
+// The 1x1 rule: cuda_pointwise_mma for C <= 192 with a SiLU or sigmoid epilogue (widening or not); with any
+// other activation, or above C = 192, the heuristic passes it over for the implicit GEMMs and its verdict says
+// why; by name it still runs there.
+TEST(PlannerGpu, OneByOneLayersOfFewChannelsWithSiluGoToThePointwiseKernel) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   const Algorithm* pw = find_algorithm("cuda_pointwise_mma");
   if (pw == nullptr) GTEST_SKIP() << "cuda_pointwise_mma is not in this build";
   const ConvConfig cfg{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
-  for (const char* spec : {"n2c16h28w28k96r1s1", "n2c96h14w14k384r1s1", "n2c144h14w14k24r1s1"})
-    EXPECT_EQ(plan(Conv2dProblem::parse(spec), cfg).algorithm->name(), "cuda_pointwise_mma") << spec;
+  Operands silu, sigmoid, relu6, plain;
+  silu.activation = Activation::silu;
+  sigmoid.activation = Activation::sigmoid;
+  relu6.activation = Activation::relu6;
+  for (const char* spec : {"n2c16h28w28k96r1s1", "n2c96h14w14k384r1s1", "n2c144h14w14k24r1s1"}) {
+    const Conv2dProblem p = Conv2dProblem::parse(spec);
+    EXPECT_EQ(plan(p, cfg, silu).algorithm, pw) << spec;
+    EXPECT_EQ(plan(p, cfg, sigmoid).algorithm, pw) << spec;
+    for (const Operands& ops : {relu6, plain}) {
+      const Plan pl = plan(p, cfg, ops);
+      ASSERT_NE(pl.algorithm, nullptr) << spec;
+      EXPECT_NE(pl.algorithm, pw) << spec;
+      ASSERT_NE(verdict_of(pl, "cuda_pointwise_mma"), nullptr);
+      EXPECT_NE(verdict_of(pl, "cuda_pointwise_mma")->answer.find("SiLU or sigmoid"), std::string::npos)
+          << verdict_of(pl, "cuda_pointwise_mma")->answer;
+    }
+  }
   const Conv2dProblem wide = Conv2dProblem::parse("n2c384h14w14k1536r1s1");
-  const Plan pl = plan(wide, cfg);
+  const Plan pl = plan(wide, cfg, silu);
   ASSERT_NE(pl.algorithm, nullptr);
   EXPECT_NE(pl.algorithm, pw);
   ASSERT_NE(verdict_of(pl, "cuda_pointwise_mma"), nullptr);
@@ -241,6 +257,20 @@ TEST(PlannerGpu, OneByOneLayersOfFewChannelsGoToThePointwiseKernel) {
   PlanOptions named;
   named.algo = "cuda_pointwise_mma";
   EXPECT_EQ(plan(wide, cfg, {}, named).algorithm, pw);
+  EXPECT_EQ(plan(Conv2dProblem::parse("n2c16h28w28k96r1s1"), cfg, {}, named).algorithm, pw);
+}
+
+// The operands' activation is part of what a plan is for: equal operands, equal activations.
+TEST(Planner, OperandsCarryTheEpiloguesActivation) {
+  Epilogue epi;
+  epi.activation = Activation::silu;
+  const TensorView none{};
+  const Operands a = Operands::of(none, none, none, epi);
+  EXPECT_EQ(a.activation, Activation::silu);
+  Operands b = a;
+  EXPECT_TRUE(a == b);
+  b.activation = Activation::relu;
+  EXPECT_FALSE(a == b);
 }
 
 TEST(PlannerGpu, MisalignedOperandsGoToAnAlgorithmThatTakesThem) {

@@ -40,6 +40,9 @@ struct Operands {
   bool has_bias = false, has_residual = false;
   bool residual_is_dst = false;  // the residual is the output itself (an in-place add)
   bool per_sample = false;       // one filter bank per sample (convkit/per_sample.hpp): wei {N*K, C/g, R, S}
+  // The epilogue's activation: no algorithm refuses one, but its cost differs between kernels (an exp and a
+  // division an element weigh on a kernel of few warps an SM), so the heuristic may weigh it.
+  Activation activation = Activation::none;
 
   static Operands of(const TensorView& src, const TensorView& wei, const TensorView& dst, const Epilogue& epi,
                      bool per_sample = false);
@@ -50,7 +53,8 @@ struct Operands {
   bool operator==(const Operands& o) const {
     return src_align == o.src_align && wei_align == o.wei_align && dst_align == o.dst_align &&
            bias_align == o.bias_align && residual_align == o.residual_align && has_bias == o.has_bias &&
-           has_residual == o.has_residual && residual_is_dst == o.residual_is_dst && per_sample == o.per_sample;
+           has_residual == o.has_residual && residual_is_dst == o.residual_is_dst && per_sample == o.per_sample &&
+           activation == o.activation;
   }
 };
 
@@ -94,8 +98,10 @@ class Algorithm {
   virtual Support accepts(const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops) const;
   // Where the heuristic (auto without a tune cache entry) passes over it although it can run: another
   // algorithm measured faster there, and the reason says which. The autotuner and a request by name still
-  // run it. The default: never passed over.
-  virtual Support heuristic_choice(const Conv2dProblem&, const ConvConfig&) const { return Support::yes(); }
+  // run it. The operands (their epilogue's activation, say) may weigh in. The default: never passed over.
+  virtual Support heuristic_choice(const Conv2dProblem&, const ConvConfig&, const Operands&) const {
+    return Support::yes();
+  }
   virtual size_t workspace_bytes(const Conv2dProblem&, const ConvConfig&) const { return 0; }
   // Tunable variants for this problem (e.g. "128x128x32/s3/k4": tile, stages, k splits), the heuristic's
   // own choice first; empty when the algorithm has nothing to tune. An autotuner times each.

@@ -98,11 +98,12 @@ class Plan(tuple):
 
 
 def plan(x: Tensor, weight: Tensor, stride: IntPair = 1, padding: IntPair = 0, dilation: IntPair = 1,
-         groups: int = 1, algo: str = "auto") -> Plan:
-    """What conv2d(x, weight, ...) would run, without running anything: the library's plan (convkit::plan,
-    the same answer `convkit plan` prints), a Plan: the tuple (algorithm, layout) with .variant, .source,
-    .workspace_bytes and .verdicts. For "auto" it is the tune cache's entry for this problem, dtype, layout and
-    device if one applies, else the heuristic's. Raises NotImplementedError (with every algorithm's reason)
+         groups: int = 1, algo: str = "auto", activation: str = "none") -> Plan:
+    """What conv2d(x, weight, ..., activation=activation) would run, without running anything: the library's
+    plan (convkit::plan, the same answer `convkit plan` prints), a Plan: the tuple (algorithm, layout) with
+    .variant, .source, .workspace_bytes and .verdicts. For "auto" it is the tune cache's entry for this problem,
+    dtype, layout and device if one applies, else the heuristic's (which weighs the epilogue's activation: a
+    few 1x1 layers go to another kernel with SiLU or sigmoid). Raises NotImplementedError (with every algorithm's reason)
     when nothing can run the request. It reads the tune cache ($CONVKIT_TUNE_CACHE, docs/tuning.md) and prints
     nothing (the CONVKIT_LOG=dispatch line is written when a convolution runs).
     """
@@ -118,7 +119,7 @@ def plan(x: Tensor, weight: Tensor, stride: IntPair = 1, padding: IntPair = 0, d
     k, _, r, s = weight.shape
     problem = f"n{n}c{c}h{h}w{w}k{k}r{r}s{s}ph{ph}pw{pw}uh{sh}uw{sw}dh{dh}dw{dw}g{groups}"
     layout = "nhwc" if _memory_format(x) == torch.channels_last else "nchw"
-    return Plan(*_C.plan(problem, _DTYPES[x.dtype], layout, x.device.type, algo))
+    return Plan(*_C.plan(problem, _DTYPES[x.dtype], layout, x.device.type, algo, activation))
 
 
 def conv2d_per_sample(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntPair = 1,

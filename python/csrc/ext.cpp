@@ -171,7 +171,8 @@ std::shared_ptr<const convkit::Plan> planned(const convkit::Conv2dProblem& p, co
                             p.dilation_h, p.dilation_w, p.groups, int64_t(cfg.dtype), int64_t(cfg.layout),
                             int64_t(cfg.device), int64_t(cfg.math), device_index, any_layout,
                             ops.src_align, ops.wei_align, ops.dst_align, ops.bias_align, ops.residual_align,
-                            ops.has_bias, ops.has_residual, ops.residual_is_dst, ops.per_sample};
+                            ops.has_bias, ops.has_residual, ops.residual_is_dst, ops.per_sample,
+                            int64_t(ops.activation)};
   const std::string key = std::string(reinterpret_cast<const char*>(fields), sizeof fields) + opt.algo + '\0' +
                           opt.variant + '\0' + env("CONVKIT_TUNE_CACHE") + '\0' + env("XDG_CACHE_HOME") + '\0' +
                           env("HOME");
@@ -610,14 +611,14 @@ TORCH_LIBRARY_IMPL(convkit, CPU, m) {
 namespace convkit_ext {
 namespace {
 
-// convkit._C.plan(problem, dtype, layout, device, algo) -> (algorithm, layout, variant, source, workspace bytes,
-// [(algorithm, answer), ...]): what torch.ops.convkit.conv2d runs for x of that layout ("nchw"/"nhwc"): the
-// library's plan (convkit::plan, the layout free on CUDA as in the op), for operands PyTorch allocates
-// (aligned). algorithm "" for "autotune" with no tune cache entry (the first run tunes). Raises ValueError for a
+// convkit._C.plan(problem, dtype, layout, device, algo, activation="none") -> (algorithm, layout, variant,
+// source, workspace bytes, [(algorithm, answer), ...]): what torch.ops.convkit.conv2d runs for x of that layout
+// ("nchw"/"nhwc") with that epilogue activation: the library's plan (convkit::plan, the layout free on CUDA as
+// in the op), for operands PyTorch allocates (aligned). algorithm "" for "autotune" with no tune cache entry (the first run tunes). Raises ValueError for a
 // malformed request and NotImplementedError when nothing can run it. `convkit plan` prints the same plan.
 PyObject* py_plan(PyObject*, PyObject* args) {
-  const char *problem, *dtype, *layout, *device, *algo;
-  if (!PyArg_ParseTuple(args, "sssss", &problem, &dtype, &layout, &device, &algo)) return nullptr;
+  const char *problem, *dtype, *layout, *device, *algo, *activation = "none";
+  if (!PyArg_ParseTuple(args, "sssss|s", &problem, &dtype, &layout, &device, &algo, &activation)) return nullptr;
   try {
     const convkit::Conv2dProblem p = convkit::Conv2dProblem::parse(problem);
     const convkit::RunOptions opt = parse_algo(algo);
@@ -627,7 +628,9 @@ PyObject* py_plan(PyObject*, PyObject* args) {
     po.algo = opt.algo;
     po.variant = opt.variant;
     po.any_layout = true;
-    const convkit::Plan pl = convkit::plan(p, cfg, convkit::Operands{}, po);
+    convkit::Operands ops;
+    ops.activation = convkit::parse_activation(activation);
+    const convkit::Plan pl = convkit::plan(p, cfg, ops, po);
     PyObject* verdicts = PyList_New(0);
     if (verdicts == nullptr) return nullptr;
     for (const convkit::PlanVerdict& v : pl.verdicts) {
@@ -656,7 +659,8 @@ PyObject* py_plan(PyObject*, PyObject* args) {
 
 PyMethodDef methods[] = {
     {"plan", py_plan, METH_VARARGS,
-     "plan(problem, dtype, layout, device, algo) -> (algorithm, layout, variant, source, workspace, verdicts)"},
+     "plan(problem, dtype, layout, device, algo, activation='none') -> (algorithm, layout, variant, source, "
+     "workspace, verdicts)"},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

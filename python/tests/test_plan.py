@@ -34,9 +34,9 @@ def edge_problems():
     return out
 
 
-def cli_plan(cli, spec, dtype, layout, device, algo="auto"):
+def cli_plan(cli, spec, dtype, layout, device, algo="auto", activation="none"):
     r = subprocess.run([cli, "plan", "--problem", spec, "--dtype", dtype, "--layout", layout, "--device", device,
-                        "--algo", algo], capture_output=True, text=True, timeout=60)
+                        "--algo", algo, "--activation", activation], capture_output=True, text=True, timeout=60)
     assert r.returncode in (0, 2), r.stderr
     fields, verdicts, listing = {}, [], False
     for line in r.stdout.splitlines():
@@ -80,6 +80,31 @@ def test_cli_and_python_plan_agree_on_the_edge_suite(device):
                 assert verdicts == [tuple(v) for v in py_verdicts], where
                 checked += 1
     assert checked > 0
+
+
+@pytest.mark.skipif(cli_path() is None, reason="the convkit CLI is not built here (set CONVKIT_CLI)")
+@pytest.mark.parametrize("device", DEVICES)
+def test_cli_and_python_plan_agree_with_an_activation(device):
+    """The heuristic weighs the epilogue's activation (on CUDA, 1x1 layers of few channels with SiLU or sigmoid
+    go to cuda_pointwise_mma): the CLI's --activation and Python's activation= give the same plan."""
+    cli = cli_path()
+    dtype, layout = ("bf16", "nhwc") if device == "cuda" else ("f32", "nchw")
+    chosen = {}
+    for spec in ("n2c16h28w28k96r1s1", "n2c384h14w14k1536r1s1"):
+        for act in ("none", "relu6", "silu", "sigmoid"):
+            code, f, verdicts = cli_plan(cli, spec, dtype, layout, device, activation=act)
+            alg, lay, variant, source, ws, py_verdicts = _C.plan(spec, dtype, layout, device, "auto", act)
+            assert code == 0 and f["algorithm"] == alg, (spec, act)
+            assert verdicts == [tuple(v) for v in py_verdicts], (spec, act)
+            chosen[spec, act] = alg
+    if device == "cuda" and "cuda_pointwise_mma" in dict(py_verdicts):
+        assert chosen["n2c16h28w28k96r1s1", "silu"] == "cuda_pointwise_mma"
+        assert chosen["n2c16h28w28k96r1s1", "relu6"] != "cuda_pointwise_mma"
+        assert chosen["n2c384h14w14k1536r1s1", "silu"] != "cuda_pointwise_mma"
+    x, w = torch.randn(2, 16, 8, 8), torch.randn(32, 16, 1, 1)
+    assert convkit.plan(x, w, activation="silu").algorithm == convkit.plan(x, w).algorithm  # (the CPU: no rule)
+    with pytest.raises(ValueError, match="unknown activation"):
+        convkit.plan(x, w, activation="swish")
 
 
 def test_plan_reports_workspace_and_every_verdict():

@@ -9,7 +9,8 @@ import pytest
 SCRIPTS = pathlib.Path(__file__).resolve().parents[2] / "scripts"
 
 
-@pytest.mark.parametrize("name", ["bench_host.py", "bench_models.py", "bench_backward.py", "bench_pointwise.py"])
+@pytest.mark.parametrize("name", ["bench_host.py", "bench_models.py", "bench_backward.py", "bench_pointwise.py",
+                                  "model_kernels.py"])
 def test_the_script_starts(name):
     r = subprocess.run([sys.executable, str(SCRIPTS / name), "--help"], capture_output=True, text=True, timeout=120,
                        cwd=SCRIPTS)
@@ -27,6 +28,24 @@ def test_bench_host_times_the_cpu_path():
     assert len(rows) == 2, r.stdout
     assert "geomean module / torch" in r.stdout
     assert "convkit::conv2d" in r.stdout  # the profiler saw the op
+
+
+def test_model_kernels_diff_lines_up_two_runs(tmp_path):
+    """scripts/model_kernels.py --diff: the positions whose kernel or time differ, and both sums."""
+    import json
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps([["void ns::(anonymous namespace)::k1<int>(X)", 10.0], ["k2", 5.0], ["k3", 2.0]]))
+    b.write_text(json.dumps([["void ns::(anonymous namespace)::k1<int>(X)", 10.4], ["k9", 3.0], ["k3", 4.5]]))
+    r = subprocess.run([sys.executable, str(SCRIPTS / "model_kernels.py"), "--diff", str(a), str(b)],
+                       capture_output=True, text=True, timeout=120, cwd=SCRIPTS)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert "0.017 ms" in lines[0] and "0.018 ms" in lines[0]
+    rows = [line.split() for line in lines[2:]]
+    assert [row[0] for row in rows] == ["1", "2"]  # position 0 moved by 0.4 us only
+    assert rows[0][3] == "-2.0" and rows[0][4] == "k2" and rows[0][6] == "k9"
+    assert rows[1][3] == "+2.5"
 
 
 def test_ab_compare_reads_bench_json(tmp_path):

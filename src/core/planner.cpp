@@ -36,6 +36,7 @@ Operands Operands::of(const TensorView& src, const TensorView& wei, const Tensor
   o.residual_align = alignment_of(epi.residual);
   o.residual_is_dst = epi.residual != nullptr && epi.residual == dst.data;
   o.per_sample = per_sample;
+  o.activation = epi.activation;
   return o;
 }
 

@@ -37,8 +37,9 @@ const std::vector<const Algorithm*>& algorithms() {
     // resnext50 suite), and f16/bf16 whose C/groups the tensor-core kernels only take through their gather
     // path (4.7x cuda_igemm_mma's on 4 channels). Passed over for f16/bf16 with C/groups % 8 == 0.
     v.push_back(detail::make_cuda_grouped());
-    // 1x1 layers with C <= 192 (f16/bf16): the whole reduction staged once, the epilogue on the fragments;
-    // 1.4-3.5x cuda_igemm_wgmma on the widening layers of MobileNetV2 and ConvNeXt-T (heuristic_choice).
+    // 1x1 layers with C <= 192 (f16/bf16) and a SiLU or sigmoid epilogue: the whole reduction staged once,
+    // the epilogue on the fragments of many blocks an SM; inside EfficientNet-B0 1.3-2.2x cuda_igemm_wgmma
+    // there, which is faster on the other 1x1 layers (heuristic_choice, docs/perf.md 2026-12-04).
     v.push_back(detail::make_cuda_pointwise_mma());
     // The fastest dense kernel where it applies (Hopper; f16/bf16 with C/groups % 8, tf32 with % 4; 16-byte
     // aligned operands); also per-sample weights (f16/bf16).

@@ -278,7 +278,7 @@ Support usable(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg
 
 Support heuristic_usable(const Algorithm* a, const Conv2dProblem& p, const ConvConfig& cfg, const Operands& ops) {
   if (Support s = usable(a, p, cfg, ops); !s) return s;
-  if (Support s = a->heuristic_choice(p, cfg); !s) return Support::no("passed over by the heuristic: " + s.reason);
+  if (Support s = a->heuristic_choice(p, cfg, ops); !s) return Support::no("passed over by the heuristic: " + s.reason);
   return Support::yes();
 }
 

@@ -87,6 +87,7 @@ struct PlanCmdOptions {
   std::string layout = "nchw";
   std::string device = "auto";
   std::string algo = "auto";
+  std::string activation = "none";
   bool per_sample = false;
 };
 CLI::App* add_plan(CLI::App& app, PlanCmdOptions& o);

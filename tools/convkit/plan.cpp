@@ -23,6 +23,10 @@ CLI::App* add_plan(CLI::App& app, PlanCmdOptions& o) {
   sub->add_option("--device", o.device, "cpu|cuda|auto (auto: cuda when a GPU is usable)")->capture_default_str();
   sub->add_option("--algo", o.algo, "auto, autotune, or an algorithm name (is it possible, and why not)")
       ->capture_default_str();
+  sub->add_option("--activation", o.activation,
+                  "the epilogue's activation (none, relu, relu6, silu, gelu, hardswish, sigmoid, hardsigmoid): the "
+                  "heuristic weighs its cost")
+      ->capture_default_str();
   sub->add_flag("--per-sample", o.per_sample, "per-sample weights (conv2d_per_sample)");
   return sub;
 }
@@ -36,9 +40,15 @@ int run_plan(const PlanCmdOptions& o) {
   if (o.algo != "auto" && o.algo != "autotune" && find_algorithm(o.algo) == nullptr)
     throw UsageError("unknown algorithm '" + o.algo + "' (see `convkit list`)");
   const Conv2dProblem& p = np.problem;
-  fmt::print("problem   {}\nconfig    {}{}\n", p.to_string(), cfg.to_string(), o.per_sample ? " per-sample" : "");
   convkit::Operands ops;
   ops.per_sample = o.per_sample;
+  try {
+    ops.activation = parse_activation(o.activation);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--activation: ") + e.what());
+  }
+  fmt::print("problem   {}\nconfig    {}{}{}\n", p.to_string(), cfg.to_string(), o.per_sample ? " per-sample" : "",
+             ops.activation != Activation::none ? std::string(" activation ") + o.activation : std::string());
   convkit::PlanOptions po;
   po.algo = o.algo;
   po.any_layout = !o.per_sample;  // (conv2d_per_sample computes in the tensors' layout)

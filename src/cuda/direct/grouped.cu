@@ -241,7 +241,7 @@ class CudaGrouped final : public CudaAlgorithm {
   }
   // f16/bf16 with C/groups % 8 == 0: the tensor-core kernels (cuda_grouped_mma, cuda_igemm_mma) measured
   // 1.5-3x faster on the resnext50 suite (docs/perf.md, 2026-12-01).
-  Support heuristic_choice(const Conv2dProblem& pb, const ConvConfig& cfg) const override {
+  Support heuristic_choice(const Conv2dProblem& pb, const ConvConfig& cfg, const Operands&) const override {
     if (cfg.dtype != DType::f32 && pb.c_per_group() % 8 == 0)
       return Support::no("f16/bf16 with C/groups % 8 == 0 run faster on the tensor-core kernels.");
     return Support::yes();

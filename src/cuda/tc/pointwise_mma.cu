@@ -16,11 +16,10 @@
 // 8 elements: an odd number of 16-byte units, so the 8 rows of an ldmatrix phase fall on distinct banks.
 // Resources (sm_90, nvcc -Xptxas -v): 64 registers (64x64w8), 118 (64x64w4), 80 with 24 bytes spilled
 // (128x64w8, held to 3 blocks an SM); 27-220 KiB of dynamic shared memory by C.
-// measured (H200, 2026-12-03, bf16 batch 32 with the layer's epilogue, docs/perf.md): mbv2_1x1_16to96_112
-// + relu6 0.0766 ms (cuda_igemm_wgmma 0.2504, cuDNN + relu6 0.1795, torch.compile 0.0952; 28% of the memory
-// floor); cnx_linear_96to384_gelu_56 0.1156 (cuBLAS addmm + gelu 0.1016); the 12 1x1 layers of MobileNetV2
-// it takes 1.05-2.34x PyTorch eager but 32 -> 16 at 112x112 + residual (0.86x); ncu on 96 -> 384 at 56x56:
-// 0.68 warp instructions issued a scheduler cycle, DRAM 22% busy (issue-bound, not memory-bound).
+// measured (H200, 2026-12-04, bf16 batch 32, docs/perf.md): alone, L2 flushed, no epilogue, it trails
+// cuda_igemm_wgmma on every 1x1 layer of MobileNetV2 and EfficientNet-B0 (16 -> 96 at 112x112 0.071 ms,
+// wgmma 0.059, cuDNN 0.033); inside EfficientNet-B0's fused forward, with SiLU, it leads (16 -> 96 0.147 ms
+// against 0.198, 24 -> 144 at 56x56 0.056 against 0.122), which is where the heuristic picks it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -354,12 +353,17 @@ class CudaPointwiseMma final : public CudaAlgorithm {
       return Support::no("it reads the residual two channels at a time: it must be 4-byte aligned.");
     return Support::yes();
   }
-  // NOTE: where auto picks it: C <= 192, where it was faster than cuda_igemm_wgmma (or tied) on every 1x1
-  // layer of ConvNeXt-T and MobileNetV2 (widening ones 1.4-3.5x, narrowing ones with a residual up to 2x);
-  // on C = 320 and 384 it was 0.8-0.9x (its shared memory then holds few blocks). docs/perf.md, 2026-12-03.
-  Support heuristic_choice(const Conv2dProblem& pb, const ConvConfig&) const override {
+  // NOTE: where auto picks it: C <= 192 with a SiLU or sigmoid epilogue. In whole models on the H200 (bf16
+  // batch 32, each kernel's time inside the fused model's forward, docs/perf.md 2026-12-04) cuda_igemm_wgmma
+  // was faster on every 1x1 layer of ResNet-50 and MobileNetV2 (ReLU, ReLU6, none: 64 -> 256 at 56x56
+  // 0.044 ms against 0.069, 0.17 ms of ResNet-50's 1.45), but its persistent tiles, one block an SM, are
+  // slow on an activation with an exp and a division: EfficientNet-B0's 24 -> 144 at 56x56 + SiLU took
+  // 0.122 ms there and 0.056 here (0.036 with ReLU6 on either). Above C = 192 it holds fewer blocks an SM.
+  Support heuristic_choice(const Conv2dProblem& pb, const ConvConfig&, const Operands& ops) const override {
     if (pb.c > 192)
       return Support::no("C > 192: fewer of its blocks fit an SM, and cuda_igemm_wgmma was faster there.");
+    if (ops.activation != Activation::silu && ops.activation != Activation::sigmoid)
+      return Support::no("cuda_igemm_wgmma was faster on 1x1 layers without a SiLU or sigmoid epilogue.");
     return Support::yes();
   }
   std::vector<std::string> variants(const Conv2dProblem& pb, const ConvConfig& cfg) const override {
