@@ -101,7 +101,8 @@ def conv_plans(model, x):
         n, c, h, w = inp.shape
         k, _, r, s_ = mod.weight.shape
         problem = f"n{n}c{c}h{h}w{w}k{k}r{r}s{s_}p{mod.padding[0]}u{mod.stride[0]}g{mod.groups}"
-        found.append((name, problem, pl[0], pl.variant, pl.source))
+        # the variant it runs: the tune cache's, or the algorithm's own choice (the heuristic names none)
+        found.append((name, problem, pl[0], pl.variant or pl.own_variant, pl.source))
 
     handles = [m.register_forward_pre_hook(lambda mod, args, n=n: hook(mod, args, n))
                for n, m in model.named_modules() if isinstance(m, convkit.nn.Conv2d)]

@@ -63,19 +63,22 @@ class Plan(tuple):
     (the algo argument names it). workspace_bytes: what the op allocates for it (0 while undecided).
     verdicts: every algorithm of the device with its answer, in the order "auto" asks them, as a list of
     (algorithm, answer) pairs: "chosen", "rejected: <reason>", ... (`convkit plan` prints the same list).
+    own_variant: with variant "", the variant the algorithm then runs by its own choice ("" when it has none):
+    what `convkit plan` prints as "(its own choice)".
     """
 
     def __new__(cls, algorithm: str, layout: str, variant: str = "", source: str = "", workspace_bytes: int = 0,
-                verdicts=()):
+                verdicts=(), own_variant: str = ""):
         self = super().__new__(cls, (algorithm, layout))
         self.variant = variant
+        self.own_variant = own_variant
         self.source = source
         self.workspace_bytes = int(workspace_bytes)
         self.verdicts = [tuple(v) for v in verdicts]
         return self
 
     def __getnewargs__(self):
-        return (self[0], self[1], self.variant, self.source, self.workspace_bytes, self.verdicts)
+        return (self[0], self[1], self.variant, self.source, self.workspace_bytes, self.verdicts, self.own_variant)
 
     @property
     def algorithm(self) -> str:

@@ -612,7 +612,7 @@ namespace convkit_ext {
 namespace {
 
 // convkit._C.plan(problem, dtype, layout, device, algo, activation="none") -> (algorithm, layout, variant,
-// source, workspace bytes, [(algorithm, answer), ...]): what torch.ops.convkit.conv2d runs for x of that layout
+// source, workspace bytes, [(algorithm, answer), ...], own variant): what torch.ops.convkit.conv2d runs for x of that layout
 // ("nchw"/"nhwc") with that epilogue activation: the library's plan (convkit::plan, the layout free on CUDA as
 // in the op), for operands PyTorch allocates (aligned). algorithm "" for "autotune" with no tune cache entry (the first run tunes). Raises ValueError for a
 // malformed request and NotImplementedError when nothing can run it. `convkit plan` prints the same plan.
@@ -643,8 +643,15 @@ PyObject* py_plan(PyObject*, PyObject* args) {
       Py_DECREF(item);
     }
     const std::string name = pl.algorithm ? pl.algorithm->name() : std::string();
-    return Py_BuildValue("(ssssKN)", name.c_str(), convkit::to_string(pl.config.layout), pl.variant.c_str(),
-                         pl.source.c_str(), static_cast<unsigned long long>(pl.workspace_bytes), verdicts);
+    // With no variant named, the one the algorithm runs by itself: its variants()' first.
+    std::string own;
+    if (pl.algorithm && pl.variant.empty()) {
+      const std::vector<std::string> vs = pl.algorithm->variants(p, pl.config);
+      if (!vs.empty()) own = vs.front();
+    }
+    return Py_BuildValue("(ssssKNs)", name.c_str(), convkit::to_string(pl.config.layout), pl.variant.c_str(),
+                         pl.source.c_str(), static_cast<unsigned long long>(pl.workspace_bytes), verdicts,
+                         own.c_str());
   } catch (const convkit::Error& e) {
     const bool unsupported =
         e.code() == convkit::StatusCode::unsupported || e.code() == convkit::StatusCode::not_available;
@@ -660,7 +667,7 @@ PyObject* py_plan(PyObject*, PyObject* args) {
 PyMethodDef methods[] = {
     {"plan", py_plan, METH_VARARGS,
      "plan(problem, dtype, layout, device, algo, activation='none') -> (algorithm, layout, variant, source, "
-     "workspace, verdicts)"},
+     "workspace, verdicts, own variant)"},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

@@ -63,7 +63,7 @@ def test_cli_and_python_plan_agree_on_the_edge_suite(device):
                 algo = "auto/tf32" if dtype == "tf32" else "auto"
                 code, f, verdicts = cli_plan(cli, spec, dtype, layout, device)
                 try:
-                    alg, lay, variant, source, ws, py_verdicts = _C.plan(spec, dt, layout, device, algo)
+                    alg, lay, variant, source, ws, py_verdicts, own = _C.plan(spec, dt, layout, device, algo)
                 except NotImplementedError:
                     assert code == 2 and f["algorithm"].startswith("none"), (spec, dtype, layout, f)
                     continue
@@ -71,7 +71,11 @@ def test_cli_and_python_plan_agree_on_the_edge_suite(device):
                 assert code == 0, where
                 assert f["algorithm"] == alg, where
                 cli_variant = f["variant"]
-                if cli_variant == "-" or cli_variant.endswith("(its own choice)"):
+                if cli_variant.endswith("(its own choice)"):
+                    assert own == cli_variant[:-len(" (its own choice)")], where
+                    cli_variant = ""
+                elif cli_variant == "-":
+                    assert own == "", where
                     cli_variant = ""
                 assert cli_variant == variant, where
                 assert f["layout"].split()[0] == lay, where
@@ -93,7 +97,7 @@ def test_cli_and_python_plan_agree_with_an_activation(device):
     for spec in ("n2c16h28w28k96r1s1", "n2c384h14w14k1536r1s1"):
         for act in ("none", "relu6", "silu", "sigmoid"):
             code, f, verdicts = cli_plan(cli, spec, dtype, layout, device, activation=act)
-            alg, lay, variant, source, ws, py_verdicts = _C.plan(spec, dtype, layout, device, "auto", act)
+            alg, lay, variant, source, ws, py_verdicts, own = _C.plan(spec, dtype, layout, device, "auto", act)
             assert code == 0 and f["algorithm"] == alg, (spec, act)
             assert verdicts == [tuple(v) for v in py_verdicts], (spec, act)
             chosen[spec, act] = alg
@@ -105,6 +109,15 @@ def test_cli_and_python_plan_agree_with_an_activation(device):
     assert convkit.plan(x, w, activation="silu").algorithm == convkit.plan(x, w).algorithm  # (the CPU: no rule)
     with pytest.raises(ValueError, match="unknown activation"):
         convkit.plan(x, w, activation="swish")
+
+
+def test_plan_names_the_variant_an_algorithm_picks_itself():
+    x, w = torch.randn(2, 16, 8, 8), torch.randn(32, 16, 3, 3)
+    p = convkit.plan(x, w, padding=1, algo="cpu_winograd")
+    assert p.variant == "" and p.own_variant  # none named; the algorithm's own choice is said
+    named = convkit.plan(x, w, padding=1, algo=f"cpu_winograd[{p.own_variant}]")
+    assert named.variant == p.own_variant and named.own_variant == ""
+    assert convkit.plan(x, w, padding=1, algo="cpu_ref").own_variant == ""  # (no variants)
 
 
 def test_plan_reports_workspace_and_every_verdict():
