@@ -1,6 +1,6 @@
 """The 1x1 layers of whole models, one at a time with their epilogues: convkit against what PyTorch runs.
 
-    python scripts/bench_pointwise.py [--models convnext_tiny,mobilenet_v2] [--batch 32]
+    python scripts/bench_pointwise.py [--models convnext_tiny,mobilenet_v2,efficientnet_b0] [--batch 32]
                                       [--algos auto,autotune,...] [--no-torch] [--json out.json]
 
 convnext_tiny: each distinct Linear of the CNBlocks on [N, H, W, C] bf16 activations, with what follows it in
@@ -10,6 +10,8 @@ model does: eager (cuBLAS addmm, then gelu; addmm, mul, add) and torch.compile o
 mobilenet_v2: each distinct 1x1 convolution of bench/shapes/mobilenet_v2.txt, bf16 channels_last, with its
 epilogue: an expansion (K > C) + bias, relu6; a projection (K < C) + bias + a residual (the blocks that have
 one). convkit.conv2d with the epilogue against cuDNN's convolution and the same ops, eager and compiled.
+efficientnet_b0: the same for the 1x1 layers of bench/shapes/efficientnet_b0.txt (not the squeeze-excitation
+ones on 1x1 images), the expansions with SiLU, the projections plain.
 --algos: convkit runs each layer with every algo string given (a column each; "autotune" times the
 candidates on its first call and keeps the winner, whose variant the plan column then shows; an algo that
 refuses a layer is nan there, and the sum of its column is then nan too).
@@ -49,10 +51,10 @@ def convnext_cases(batch):
     return out
 
 
-def mbv2_cases(batch):
+def mbv2_cases(batch, suite="mobilenet_v2", expand_act="relu6", residuals=True):
     root = Path(__file__).resolve().parent.parent
     out = []
-    for line in (root / "bench/shapes/mobilenet_v2.txt").read_text().splitlines():
+    for line in (root / f"bench/shapes/{suite}.txt").read_text().splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         name, spec = line.split()[:2]
@@ -61,7 +63,9 @@ def mbv2_cases(batch):
             continue
         _, c, h, w, k = (int(v) for v in m.groups())
         assert h == w
-        out.append((name, batch, h, c, k, "relu6" if k > c else "none", k < c))
+        if h == 1:  # (a squeeze-excitation convolution)
+            continue
+        out.append((name, batch, h, c, k, expand_act if k > c else "none", residuals and k < c))
     return out
 
 
@@ -98,7 +102,9 @@ def run_case(name, n, hw, c, k, act, residual, is_linear, algos, with_torch=True
 
         def torch_fn(x, r):
             y = F.conv2d(x, w4, b)
-            return F.relu6(y) if act == "relu6" else (y + r if residual else y)
+            if act != "none":
+                return F.relu6(y) if act == "relu6" else F.silu(y)
+            return y + r if residual else y
 
         def ck_for(algo):
             return lambda: convkit.conv2d(x, w4, b, activation=act, residual=r if residual else None, algo=algo)
@@ -117,7 +123,7 @@ def run_case(name, n, hw, c, k, act, residual, is_linear, algos, with_torch=True
                 row["ms"][al], row["plan"][al] = float("nan"), f"n/a: {str(e).splitlines()[0][:60]}"
                 continue
             row["ms"][al] = bench(ck_for(al))
-            p = convkit.plan(xp, w4c, algo=al)
+            p = convkit.plan(xp, w4c, algo=al, activation=act)
             row["plan"][al] = p.algo or p.algorithm
         if all(v != v for v in row["ms"].values()):
             raise ValueError("no algo ran: " + "; ".join(row["plan"].values()))
@@ -147,7 +153,9 @@ def main():
     algos = a.algos.split(";") if ";" in a.algos else a.algos.split(",")
     rows = []
     for model in a.models.split(","):
-        cases = convnext_cases(a.batch) if model == "convnext_tiny" else mbv2_cases(a.batch)
+        cases = (convnext_cases(a.batch) if model == "convnext_tiny" else
+                 mbv2_cases(a.batch, "efficientnet_b0", "silu", False) if model == "efficientnet_b0" else
+                 mbv2_cases(a.batch))
         for case in cases:
             try:
                 row = run_case(*case, is_linear=model == "convnext_tiny", algos=algos, with_torch=not a.no_torch)
