@@ -106,8 +106,8 @@ def plan(x: Tensor, weight: Tensor, stride: IntPair = 1, padding: IntPair = 0, d
     plan (convkit::plan, the same answer `convkit plan` prints), a Plan: the tuple (algorithm, layout) with
     .variant, .source, .workspace_bytes and .verdicts. For "auto" it is the tune cache's entry for this problem,
     dtype, layout and device if one applies, else the heuristic's (which weighs the epilogue's activation: a
-    few 1x1 layers go to another kernel with SiLU or sigmoid). Raises NotImplementedError (with every algorithm's reason)
-    when nothing can run the request. It reads the tune cache ($CONVKIT_TUNE_CACHE, docs/tuning.md) and prints
+    few 1x1 layers go to another kernel with SiLU or sigmoid). Raises NotImplementedError (with every
+    algorithm's reason) when nothing can run the request. It reads the tune cache ($CONVKIT_TUNE_CACHE, docs/tuning.md) and prints
     nothing (the CONVKIT_LOG=dispatch line is written when a convolution runs).
     """
     from . import _C

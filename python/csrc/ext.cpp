@@ -612,10 +612,11 @@ namespace convkit_ext {
 namespace {
 
 // convkit._C.plan(problem, dtype, layout, device, algo, activation="none") -> (algorithm, layout, variant,
-// source, workspace bytes, [(algorithm, answer), ...], own variant): what torch.ops.convkit.conv2d runs for x of that layout
-// ("nchw"/"nhwc") with that epilogue activation: the library's plan (convkit::plan, the layout free on CUDA as
-// in the op), for operands PyTorch allocates (aligned). algorithm "" for "autotune" with no tune cache entry (the first run tunes). Raises ValueError for a
-// malformed request and NotImplementedError when nothing can run it. `convkit plan` prints the same plan.
+// source, workspace bytes, [(algorithm, answer), ...], own variant): what torch.ops.convkit.conv2d runs for x
+// of that layout ("nchw"/"nhwc") with that epilogue activation: the library's plan (convkit::plan, the layout
+// free on CUDA as in the op), for operands PyTorch allocates (aligned). algorithm "" for "autotune" with no
+// tune cache entry (the first run tunes). Raises ValueError for a malformed request and NotImplementedError
+// when nothing can run it. `convkit plan` prints the same plan.
 PyObject* py_plan(PyObject*, PyObject* args) {
   const char *problem, *dtype, *layout, *device, *algo, *activation = "none";
   if (!PyArg_ParseTuple(args, "sssss|s", &problem, &dtype, &layout, &device, &algo, &activation)) return nullptr;

@@ -478,7 +478,8 @@ class CudaGroupedMma final : public CudaAlgorithm {
   }
   std::string detail(const Conv2dProblem& pb, const ConvConfig&) const override {
     const GmPlan t = chosen_plan(pb, "");
-    return "kernel " + std::string(t.bufs == 2 ? "pipe" : "tile") + ", " + (t.nimg > 1 ? std::to_string(t.nimg) + " images x " : std::string()) + std::to_string(t.tp) + "x" +
+    return "kernel " + std::string(t.bufs == 2 ? "pipe" : "tile") + ", " +
+           (t.nimg > 1 ? std::to_string(t.nimg) + " images x " : std::string()) + std::to_string(t.tp) + "x" +
            std::to_string(t.tq) + " outputs x 64 channels a block, groups of " +
            std::to_string(pb.c_per_group()) + (pb.c_per_group() < 8 ? " merged to 8" : "") + ", " +
            std::to_string(t.steps) + " k16 steps, " + std::to_string(t.smem / 1024) + " KiB smem";
