@@ -418,6 +418,13 @@ TEST(TensorCoreHuge, F16NhwcPast2e31Elements) {
   check_huge_f16("n2c32h5793w5793k32r3s3p1");
 }
 
+TEST(TensorCoreHuge, F16NhwcStemPast2e31Outputs) {
+  // A 3-channel 3x3 stem (cuda_stem_mma's kind) whose output passes 2^31 elements (2,152,960,000; 4.3 GB)
+  // while its input (101 M elements) does not: output offsets in 64 bits. Checked as above.
+  TC_REQUIRE_GPU();
+  check_huge_f16("n1c3h5800w5800k64r3s3p1");
+}
+
 TEST(TensorCoreHuge, F16Nhwc1x1WideningPast2e31Outputs) {
   // A widening 1x1 (16 -> 128 channels, cuda_pointwise_mma's kind) whose output passes 2^31 elements
   // (2,149,580,800; 4.3 GB) while its input does not: the output offsets m * K in 64 bits. Outputs are

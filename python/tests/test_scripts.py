@@ -86,3 +86,13 @@ def test_the_weight_gradient_kernels_index_model_is_exact():
     script = Path(__file__).resolve().parents[2] / "scripts" / "emulate_wgrad_mma.py"
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_stem_kernels_index_model_is_exact():
+    # scripts/emulate_stem_mma.py: src/cuda/tc/stem_mma.cu's plan, staged units, unit table, ldmatrix rows and
+    # store, against a direct convolution on small integers (and an infinite pixel kept in its windows)
+    pytest.importorskip("numpy")
+    script = SCRIPTS / "emulate_stem_mma.py"
+    r = subprocess.run([sys.executable, str(script), "10"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "all exact" in r.stdout

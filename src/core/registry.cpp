@@ -41,6 +41,10 @@ const std::vector<const Algorithm*>& algorithms() {
     // the epilogue on the fragments of many blocks an SM; inside EfficientNet-B0 1.3-2.2x cuda_igemm_wgmma
     // there, which is faster on the other 1x1 layers (heuristic_choice, docs/perf.md 2026-12-04).
     v.push_back(detail::make_cuda_pointwise_mma());
+    // 1-4 input channels (the RGB stem), f16/bf16 NHWC: cuda_igemm_wgmma cannot take C % 8 != 0, and
+    // cuda_igemm_mma gathers 6-byte pixels element by element (ResNet-50's 7x7 stem 0.159 ms of its 1.27 ms
+    // forward; cuDNN 0.228). Not yet measured.
+    v.push_back(detail::make_cuda_stem_mma());
     // The fastest dense kernel where it applies (Hopper; f16/bf16 with C/groups % 8, tf32 with % 4; 16-byte
     // aligned operands); also per-sample weights (f16/bf16).
     v.push_back(detail::make_cuda_igemm_wgmma());

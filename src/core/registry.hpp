@@ -33,6 +33,7 @@ const Algorithm* make_cuda_ref();
 const Algorithm* make_cuda_depthwise();  // depthwise (groups = C): f32/f16/bf16, NCHW/NHWC
 const Algorithm* make_cuda_grouped();    // 2-64 channels a group: f32/f16/bf16, NHWC
 const Algorithm* make_cuda_grouped_mma();  // 2-64 channels a group, K = C: f16/bf16 NHWC, tensor cores
+const Algorithm* make_cuda_stem_mma();  // 1-4 input channels (image stems): f16/bf16 NHWC, tensor cores
 const Algorithm* make_cuda_pointwise_mma();  // 1x1, stride 1, C <= 512: the whole reduction staged, f16/bf16 NHWC
 const Algorithm* make_cuda_direct_naive();
 const Algorithm* make_cuda_direct_smem();
