@@ -69,3 +69,10 @@ def _silu_fake(x):
 @torch.library.register_fake("convkit::csr_matvec")
 def _csr_matvec_fake(values, row_ptr, col_idx, dense):
     return torch.empty((row_ptr.shape[0] - 1,), dtype=values.dtype, device=values.device)
+
+
+@torch.library.register_fake("convkit::max_pool2d")
+def _max_pool2d_fake(x, kernel_size, stride, padding, dilation, ceil_mode):
+    # torch's own shape rules and output memory format (the op computes the same function)
+    return torch.nn.functional.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode)
+

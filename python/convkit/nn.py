@@ -117,6 +117,21 @@ class Conv2dAct(Conv2d):
         return self._activation
 
 
+class MaxPool2d(torch.nn.MaxPool2d):
+    """nn.MaxPool2d that runs convkit.max_pool2d (no indices) where no gradient is needed, torch's otherwise
+    (and whenever return_indices is set). convkit.fuse puts it in place of nn.MaxPool2d."""
+
+    @classmethod
+    def from_torch(cls, module: torch.nn.MaxPool2d):
+        return cls(module.kernel_size, module.stride, module.padding, module.dilation, module.return_indices,
+                   module.ceil_mode)
+
+    def forward(self, x):
+        if self.return_indices or (torch.is_grad_enabled() and x.requires_grad):
+            return super().forward(x)
+        return ops.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+
+
 def convert(model: torch.nn.Module, algo: str = "auto",
             memory_format: Optional[torch.memory_format] = None) -> torch.nn.Module:
     """Replaces every torch.nn.Conv2d in `model` (in place, recursively) with convkit.nn.Conv2d; returns model.

@@ -154,3 +154,15 @@ def csr_matvec(values: Tensor, row_ptr: Tensor, col_idx: Tensor, dense: Tensor) 
     indices int32 or int64 (both the same). The indices are validated (on CUDA this synchronises).
     """
     return torch.ops.convkit.csr_matvec(values, row_ptr, col_idx, dense)
+
+
+def max_pool2d(x: Tensor, kernel_size: IntPair, stride: Optional[IntPair] = None, padding: IntPair = 0,
+               dilation: IntPair = 1, ceil_mode: bool = False) -> Tensor:
+    """F.max_pool2d(x, ...) without the indices and without a gradient (inference): the same values. On CUDA a
+    channels_last float32, float16 or bfloat16 x whose channels fill 16-byte vectors runs convkit's kernel
+    (torch's CUDA kernel always writes int64 indices too); anything else runs torch's."""
+    k = _pair(kernel_size, "kernel_size")
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _pair(stride, "stride")
+    return torch.ops.convkit.max_pool2d(x, k, s, _pair(padding, "padding"), _pair(dilation, "dilation"),
+                                        bool(ceil_mode))
+

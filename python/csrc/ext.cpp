@@ -596,6 +596,10 @@ TORCH_LIBRARY(convkit, m) {
   m.def("vector_add(Tensor a, Tensor b) -> Tensor");
   m.def("silu(Tensor x) -> Tensor");
   m.def("csr_matvec(Tensor values, Tensor row_ptr, Tensor col_idx, Tensor dense) -> Tensor");
+  // torch's max_pool2d without the indices (inference): on CUDA a channels-last 16-byte-vector kernel, else
+  // torch's own (convkit.nn.MaxPool2d, which convkit.fuse puts in place of nn.MaxPool2d).
+  m.def("max_pool2d(Tensor x, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode) "
+        "-> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(convkit, CPU, m) {
@@ -606,6 +610,8 @@ TORCH_LIBRARY_IMPL(convkit, CPU, m) {
   m.impl("vector_add", &convkit_ext::vector_add_cpu);
   m.impl("silu", &convkit_ext::silu_cpu);
   m.impl("csr_matvec", &convkit_ext::csr_matvec_cpu);
+  m.impl("max_pool2d", [](const at::Tensor& x, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef p,
+                          at::IntArrayRef d, bool ceil_mode) { return at::max_pool2d(x, k, s, p, d, ceil_mode); });
 }
 
 namespace convkit_ext {

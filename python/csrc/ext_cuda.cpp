@@ -91,6 +91,38 @@ at::Tensor csr_matvec_cuda(const at::Tensor& values_in, const at::Tensor& row_pt
   return out;
 }
 
+// torch's pooling_output_shape: the windows that start inside the input or its left padding.
+int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+  const int64_t span = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t out = (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;  // floor division
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+at::Tensor max_pool2d_cuda(const at::Tensor& x, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef p,
+                           at::IntArrayRef d, bool ceil_mode) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  const auto fallback = [&] { return at::max_pool2d(x, k, s, p, d, ceil_mode); };
+  // torch's own kernel (and its errors) for whatever the NHWC kernel does not take or torch would refuse
+  if (!x.is_cuda() || x.dim() != 4 || k.size() != 2 || s.size() != 2 || p.size() != 2 || d.size() != 2) return fallback();
+  const at::ScalarType t = x.scalar_type();
+  if (t != at::kFloat && t != at::kHalf && t != at::kBFloat16) return fallback();
+  if (!x.is_contiguous(at::MemoryFormat::ChannelsLast) || x.is_contiguous()) return fallback();
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  if ((C * int64_t(x.element_size())) % 16 != 0 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return fallback();
+  for (int i = 0; i < 2; ++i)
+    if (k[i] < 1 || s[i] < 1 || d[i] < 1 || p[i] < 0 || p[i] > ((k[i] - 1) * d[i] + 1) / 2 || k[i] > 65535 ||
+        s[i] > 65535 || d[i] > 65535 || p[i] > 65535)
+      return fallback();
+  const int64_t P = pooled_size(H, k[0], p[0], s[0], d[0], ceil_mode);
+  const int64_t Q = pooled_size(W, k[1], p[1], s[1], d[1], ceil_mode);
+  if (P < 1 || Q < 1 || N == 0) return fallback();
+  at::Tensor y = at::empty({N, C, P, Q}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
+  const int64_t g[14] = {N, H, W, C, P, Q, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1]};
+  cuda_max_pool_nhwc(kind_of(t), x.data_ptr(), y.data_ptr(), g, current_stream());
+  return y;
+}
+
 }  // namespace
 }  // namespace convkit_ext
 
@@ -102,4 +134,5 @@ TORCH_LIBRARY_IMPL(convkit, CUDA, m) {
   m.impl("vector_add", &convkit_ext::vector_add_cuda);
   m.impl("silu", &convkit_ext::silu_cuda);
   m.impl("csr_matvec", &convkit_ext::csr_matvec_cuda);
+  m.impl("max_pool2d", &convkit_ext::max_pool2d_cuda);
 }

@@ -1,5 +1,5 @@
-// The extension's own small CUDA kernels (the seed's example ops, not convolutions): plain pointers, no torch
-// types, so kernels.cu compiles quickly with nvcc.
+// The extension's own small CUDA kernels (the seed's example ops and the max pooling convkit.fuse puts after a
+// stem, not convolutions): plain pointers, no torch types, so kernels.cu compiles quickly with nvcc.
 #pragma once
 
 #include <cstdint>
@@ -16,5 +16,11 @@ void cuda_silu(Kind kind, const void* x, void* out, int64_t n, void* stream);
 // `index` is i32 or i64; values/dense/out have the floating kind `kind`. Indices are already validated.
 void cuda_csr_matvec(Kind kind, Kind index, const void* values, const void* row_ptr, const void* col_idx,
                      const void* dense, void* out, int64_t rows, void* stream);
+
+// Max pooling of a channels-last (NHWC) tensor, no indices: y[n][p][q][c] = the max over the window (NaN if
+// any element is NaN, as torch's), windows clipped to the image. f32, f16 or bf16; C * element size a
+// multiple of 16 and x, y 16-byte aligned (one thread a 16-byte vector of channels). `g` holds N, H, W, C, P,
+// Q, then kh, kw, sh, sw, ph, pw, dh, dw.
+void cuda_max_pool_nhwc(Kind kind, const void* x, void* y, const int64_t (&g)[14], void* stream);
 
 }  // namespace convkit_ext

@@ -1,0 +1,99 @@
+"""convkit.max_pool2d / torch.ops.convkit.max_pool2d / convkit.nn.MaxPool2d: the values of F.max_pool2d, bit for
+bit (a max is exact), on every window shape, padding, dilation and ceil_mode; NaN and -inf as torch treats
+them; torch's kernel (and its errors) for what the CUDA kernel does not take (NCHW, channels off the 16-byte
+vector, 3-D input, a gradient); convkit.fuse swaps nn.MaxPool2d; torch.compile(fullgraph=True) through it."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import convkit
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+CASES = [  # (N, C, H, W, kernel, stride, padding, dilation, ceil_mode)
+    (2, 64, 112, 112, 3, 2, 1, 1, False),   # ResNet's stem pool
+    (1, 16, 13, 15, 3, 2, 1, 1, True),
+    (3, 8, 9, 9, 2, 2, 0, 1, False),
+    (1, 32, 10, 7, 2, 2, 0, 1, True),
+    (2, 24, 17, 11, (3, 2), (1, 2), (1, 0), 1, False),
+    (1, 40, 12, 12, 3, 1, 1, 2, False),
+    (1, 8, 5, 5, 5, 3, 2, 1, True),
+    (1, 64, 1, 1, 1, 1, 0, 1, False),
+    (0, 16, 8, 8, 3, 2, 1, 1, False),
+]
+
+
+def _cl(x):
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_equals_torch_bit_for_bit(device, dtype):
+    g = torch.Generator().manual_seed(0)
+    for n, c, h, w, k, s, p, d, ceil in CASES:
+        x = _cl(torch.randn(n, c, h, w, generator=g).to(device=device, dtype=dtype))
+        got = convkit.max_pool2d(x, k, s, p, d, ceil)
+        want = F.max_pool2d(x, k, s, p, d, ceil)
+        where = (n, c, h, w, k, s, p, d, ceil, dtype)
+        assert got.shape == want.shape and got.dtype == want.dtype, where
+        assert torch.equal(got, want), where
+        if n:
+            assert got.is_contiguous(memory_format=torch.channels_last), where
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_and_minus_inf_as_torch(device):
+    x = torch.randn(2, 16, 9, 9)
+    x[0, 3, 4, 4] = float("nan")
+    x[1, 5] = float("-inf")
+    x[1, 7, 0, 0] = float("nan")
+    x = _cl(x.to(device=device, dtype=torch.bfloat16))
+    got, want = convkit.max_pool2d(x, 3, 2, 1), F.max_pool2d(x, 3, 2, 1)
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_what_the_kernel_does_not_take_runs_torchs(device):
+    g = torch.Generator().manual_seed(1)
+    for x in (torch.randn(2, 16, 9, 9, generator=g),                  # NCHW
+              _cl(torch.randn(2, 3, 9, 9, generator=g)),              # 6-byte pixels
+              torch.randn(16, 9, 9, generator=g),                     # unbatched
+              _cl(torch.randn(2, 17, 9, 9, generator=g))[:, 1:]):     # a view off the 16-byte vector
+        x = x.to(device=device, dtype=torch.float16)
+        assert torch.equal(convkit.max_pool2d(x, 3, 2, 1), F.max_pool2d(x, 3, 2, 1))
+    with pytest.raises(RuntimeError, match="pad should be"):  # torch's own error for a bad request
+        convkit.max_pool2d(_cl(torch.randn(1, 8, 9, 9, device=device)), 3, 2, 2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_module_keeps_torchs_gradient_and_indices(device):
+    pool = convkit.nn.MaxPool2d.from_torch(torch.nn.MaxPool2d(3, 2, 1))
+    x = _cl(torch.randn(2, 8, 9, 9, device=device)).requires_grad_()
+    pool(x).sum().backward()  # torch's kernel: a gradient exists
+    ref = x.detach().clone().requires_grad_()
+    F.max_pool2d(ref, 3, 2, 1).sum().backward()
+    assert torch.equal(x.grad, ref.grad)
+    with_indices = convkit.nn.MaxPool2d.from_torch(torch.nn.MaxPool2d(2, return_indices=True))
+    y, i = with_indices(x.detach())
+    assert i.dtype == torch.int64
+
+
+def test_fuse_swaps_max_pools_and_compiles():
+    torchvision = pytest.importorskip("torchvision")
+    m = torchvision.models.resnet18().eval()
+    fused = convkit.fuse(m)
+    assert fused.convkit_summary.pools == 1
+    assert type(fused.maxpool) is convkit.nn.MaxPool2d
+    assert "1 max pools without indices" in str(fused.convkit_summary)
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        want = m(x)
+        assert torch.allclose(fused(x), want, rtol=1e-4, atol=1e-4)
+        compiled = torch.compile(fused, fullgraph=True)
+        assert torch.allclose(compiled(x), want, rtol=1e-4, atol=1e-4)
+    # a pool asked for indices, and a model that is only a pool, are left alone
+    lone = convkit.fuse(torch.nn.MaxPool2d(2).eval())
+    assert type(lone) is torch.nn.MaxPool2d or lone.convkit_summary.pools == 0
+    keep = convkit.fuse(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.MaxPool2d(2, return_indices=True)).eval())
+    assert keep.convkit_summary.pools == 0
