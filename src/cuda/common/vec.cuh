@@ -1,7 +1,7 @@
 // Vectors of an element type for 16-byte (or narrower) global and shared-memory accesses: Vec<T, V>, one
 // loaded and widened to fp32 (load_vec_f32), the 16-byte cp.async with zero fill that every staging kernel
-// uses (by pointer or by shared-memory address) with its commit and wait, and the host's alignment test for
-// the pointers a vector kernel is given. Device code only: the .cu files include it.
+// uses (by pointer or by shared-memory address) with its commit and wait, the epilogue's store of a pair of
+// output channels (store_pair), and the host's alignment test for the pointers a vector kernel is given. Device code only: the .cu files include it.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,24 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Output channels k and k + 1 (k < K) of the output pixel at offset o (its channel 0) through the epilogue:
+// one 4-byte word where `paired` (K even and dst 4-byte aligned), else element by element, k + 1 only where it
+// is < K. The residual elements are read (inside epi) before the word holding them is written.
+template <typename T>
+__device__ __forceinline__ void store_pair(T* dst, const DeviceEpilogue<T>& epi, int64_t o, int k, int K, float a0,
+                                           float a1, bool paired) {
+  const float v0 = epi(a0, k, o + k);
+  if (paired) {
+    Vec<T, 2> w;
+    w.v[0] = float_to_elem<T>(v0);
+    w.v[1] = float_to_elem<T>(epi(a1, k + 1, o + k + 1));
+    *reinterpret_cast<Vec<T, 2>*>(dst + o + k) = w;
+  } else {
+    dst[o + k] = float_to_elem<T>(v0);
+    if (k + 1 < K) dst[o + k + 1] = float_to_elem<T>(epi(a1, k + 1, o + k + 1));
+  }
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }

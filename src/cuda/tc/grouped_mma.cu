@@ -321,12 +321,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   const uint32_t w_addr = uint32_t(__cvta_generic_to_shared(s_w)) + uint32_t((b_row * t.wstride + b_unit) * 16);
 
   float acc[kWM][kWN][4];
-#pragma unroll
-  for (int i = 0; i < kWM; ++i)
-#pragma unroll
-    for (int j = 0; j < kWN; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  zero_fragments(acc);
   gm_multiply<T, kWN>(acc, t, arow, s_unit, in_addr, zero_addr, w_addr, sgc);
 
   // C fragment: lane l holds rows l / 4 and l / 4 + 8, columns 2 * (l % 4) + 0, 1 of each 16 x 8 tile.
@@ -348,18 +343,7 @@ __global__ void __launch_bounds__(kThreads, 4)
 #pragma unroll
       for (int j = 0; j < kWN; ++j) {
         const int k = c0 + n_base + j * 8 + 2 * (lane % 4);
-        if (k >= d.k) continue;
-        // the residual element is read (inside epi) before the word holding it is written
-        const float v0 = epi(acc[i][j][hf * 2], k, o + k);
-        if (t.pairs) {  // K even: k + 1 < K too
-          Vec<T, 2> w;
-          w.v[0] = float_to_elem<T>(v0);
-          w.v[1] = float_to_elem<T>(epi(acc[i][j][hf * 2 + 1], k + 1, o + k + 1));
-          *reinterpret_cast<Vec<T, 2>*>(dst + o + k) = w;
-        } else {
-          dst[o + k] = float_to_elem<T>(v0);
-          if (k + 1 < d.k) dst[o + k + 1] = float_to_elem<T>(epi(acc[i][j][hf * 2 + 1], k + 1, o + k + 1));
-        }
+        if (k < d.k) store_pair(dst, epi, o, k, d.k, acc[i][j][hf * 2], acc[i][j][hf * 2 + 1], t.pairs);
       }
     }
 }

@@ -90,12 +90,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     unsigned char* s_out = s_in + buf * t.smem_in;  // this tile's input buffer, free once multiplied
     float acc[kWM][kWN][4];
     if (active) {
-#pragma unroll
-      for (int i = 0; i < kWM; ++i)
-#pragma unroll
-        for (int j = 0; j < kWN; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+      zero_fragments(acc);
       gm_multiply<T, kWN>(acc, t, arow, s_unit, in_addr + uint32_t(buf * t.smem_in), zero_addr, w_addr, sgc);
     }
     __syncthreads();  // the buffer is read by every warp before it takes the outputs

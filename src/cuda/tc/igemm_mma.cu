@@ -181,12 +181,7 @@ __global__ void __launch_bounds__(WM* WN * 32) igemm_mma_kernel(const MmaArgs a)
   };
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  zero_fragments(acc);
 
   // ---- the pipeline: stages 0..kStages-2 in flight before the first multiply.
 #pragma unroll

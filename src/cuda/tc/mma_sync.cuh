@@ -72,4 +72,15 @@ struct Mma<float> {
   }
 };
 
+// Every accumulator of a warp's M x N m16n8 tiles to zero.
+template <int M, int N>
+__device__ __forceinline__ void zero_fragments(float (&acc)[M][N][4]) {
+#pragma unroll
+  for (int i = 0; i < M; ++i)
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+}
+
 }  // namespace convkit::detail

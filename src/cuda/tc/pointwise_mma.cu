@@ -128,12 +128,7 @@ __global__ void __launch_bounds__(WM* WN * 32, kMinBlocks) pointwise_mma_kernel(
     __syncthreads();  // ... and everyone's; everyone has also finished storing tile t - 1 from sO
 
     float acc[MI][NI][4];
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-      for (int j = 0; j < NI; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    zero_fragments(acc);
     for (int ks = 0; ks < a.ksteps; ++ks) {
       uint32_t af[MI][4], bf[NI][2];
 #pragma unroll
