@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "convkit/epilogue.hpp"
 
@@ -20,12 +21,17 @@ namespace convkit::detail {
 // cuda_igemm_wgmma's persistent tiles holds from overlapping (EfficientNet-B0's 24 -> 144 + SiLU: 0.122 ms
 // against 0.036 with ReLU6). For |b| past 2^126 (SiLU's or sigmoid's 1 + exp(-x) at x < -87, where the exact
 // result is below 1e-36 x) it gives 0.
-template <typename T>
-CONVKIT_HD T divide_fast(T a, T b) {
+template <typename A, typename B>
+CONVKIT_HD auto divide_fast(A a, B b) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (sizeof(T) == sizeof(float) && T(0.5) != T(0)) return __fdividef(a, b);
+  if constexpr (std::is_same_v<A, float> && std::is_same_v<B, float>) {
+    return __fdividef(a, b);
+  } else {
+    return a / b;
+  }
+#else
+  return a / b;  // (the host's float SiLU divides in double: cmath's exp(float) here is exp(double))
 #endif
-  return a / b;
 }
 
 // gelu is the exact erf form (PyTorch's default approximate='none').
