@@ -17,8 +17,12 @@
 //     stage, multiply, apply the epilogue on the accumulators and store.
 // Work mapping: block = BN output channels (64; 32 where K <= 32) x tiles of tp x tq output pixels of one
 // image (tp*tq <= 128: 8 m16 tiles); 8 warps as (8 / (BN/32)) x (BN/32); a warp kWM = BN/32 m16 tiles x 4 n8
-// tiles (m16n8k16 mma.sync, A and B fragments by ldmatrix.x4).
-// Not yet measured on a GPU.
+// tiles (m16n8k16 mma.sync, A and B fragments by ldmatrix.x4). Three blocks an SM (the launch bounds cap the
+// registers at 85): the kernel is latency-bound, and with two (120 registers) ncu found an eligible warp in
+// 38% of the issue cycles; the third block took ResNet's 7x7 from 0.123 to 0.100 ms.
+// Measured (H200, bf16 NHWC, batch 32, median, L2 flushed; docs/perf.md 2026-12-04): ResNet-50's 7x7 stride 2
+// 0.100 ms (cuDNN 0.228, cuda_igemm_mma 0.155); MobileNetV2's 3x3 stride 2 to 32 channels 0.048 (cuDNN
+// 0.070-0.090, cuda_igemm_mma 0.058).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -174,7 +178,7 @@ __device__ __forceinline__ void st_stage_filters(const ConvDims& d, const StPlan
 
 // Block: x = a share of the pixel tiles (grid-stride), y = BN-channel block.
 template <typename T, int BN>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, 3)
     stem_mma_kernel(ConvDims d, StPlan t, const T* __restrict__ src, const T* __restrict__ wei, T* dst,
                     DeviceEpilogue<T> epi) {
   constexpr int kWarpsN = BN / 32, kWarpsM = 8 / kWarpsN, kWM = 8 / kWarpsM, kWN = 4;
@@ -208,10 +212,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     arow[i] = (py * d.stride_h * t.iws + (px * d.stride_w) / t.de) * kUnit;
   }
 
-  for (int64_t tile = blockIdx.x; tile < t.tiles; tile += gridDim.x) {
-    const int tq_i = int(tile % t.tiles_q);
-    const int64_t rest = tile / t.tiles_q;
-    const int tp_i = int(rest % t.tiles_p);
+  for (int tile = blockIdx.x; tile < int(t.tiles); tile += gridDim.x) {  // tiles < 2^31 (can_implement)
+    const int tq_i = tile % t.tiles_q;
+    const int rest = tile / t.tiles_q;
+    const int tp_i = rest % t.tiles_p;
     const int64_t n = rest / t.tiles_p;
     const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
     __syncthreads();  // the previous tile's A reads are done (and, the first time, the filters are staged)
@@ -302,6 +306,21 @@ class CudaStemMma final : public CudaAlgorithm {
       return Support::no("the dilated filter extent is too large: the smallest tile needs " + std::to_string(t.smem) +
                          " bytes of shared memory (" + std::to_string(kSmemBudget) + " available).");
     if ((pb.k + t.bn - 1) / t.bn > 65535) return Support::no("more than 65535 channel blocks (grid.y).");
+    if (t.tiles >= (int64_t(1) << 31)) return Support::no("2^31 pixel tiles or more (a 32-bit tile index).");
+    return Support::yes();
+  }
+  // NOTE: where auto picks it (bf16 on the H200 against cuda_igemm_mma, the next in line; bench/shapes/stems.txt,
+  // docs/perf.md 2026-12-04): every stem of one channel block (K <= 64) with two pixel tiles an SM or more.
+  // Batch 32: ResNet's 7x7 stride 2 0.100 ms against 0.155, MobileNetV2's 3x3 stride 2 to 32 channels 0.048
+  // against 0.058, MobileNetV3's to 16 0.038 against 0.057. cuda_igemm_mma won ConvNeXt's 4x4 stride 4 to 96
+  // channels (0.042 against 0.062: two channel blocks, each staging the input) and the 7x7 at batch 1 (98
+  // tiles on 132 SMs: 0.014 against 0.020).
+  Support heuristic_choice(const Conv2dProblem& pb, const ConvConfig&, const Operands&) const override {
+    if (pb.k > 64)
+      return Support::no("more than 64 filters: each channel block stages the input again, and cuda_igemm_mma "
+                         "was faster there.");
+    if (cuda_present() && plan_of(pb).tiles < 2 * int64_t(sm_count_of_current_device()))
+      return Support::no("fewer than two pixel tiles an SM: cuda_igemm_mma's smaller tiles were faster there.");
     return Support::yes();
   }
   std::string detail(const Conv2dProblem& pb, const ConvConfig&) const override {
