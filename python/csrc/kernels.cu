@@ -73,10 +73,11 @@ __global__ void csr_matvec_kernel(const T* __restrict__ values, const I* __restr
 }
 
 // Max pooling, NHWC, no indices (torch's CUDA max_pool2d always writes int64 indices too: on ResNet-50's
-// stem, bf16 batch 32, its NHWC kernel took 0.112 ms, 7 times the bytes' floor). One thread a 16-byte vector
-// of V channels of one output pixel; the window's vectors are 16-byte loads (neighbouring windows overlap,
-// so most come from L2). I: the index type of the output's vectors (int where they fit: a 64-bit division is
-// a call of ~100 instructions, and each thread does five).
+// stem, bf16 batch 32, its NHWC kernel took 0.112 ms, 7 times the bytes' floor; this one 0.036-0.039 ms on
+// the H200, docs/perf.md 2026-12-04). One thread a 16-byte vector of V channels of one output pixel; the
+// window's vectors are 16-byte loads (neighbouring windows overlap, so most come from L2). I: the index type
+// of the output's vectors (int where they fit: a 64-bit division is a call of ~100 instructions, and each
+// thread does five).
 template <typename T, typename I>
 __global__ void max_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y, I n_, I h_, I w_, I c_, I p_, I q_,
                                      int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw) {
