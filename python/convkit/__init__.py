@@ -20,8 +20,9 @@ from . import _meta  # noqa: F401  (fake implementations)
 from . import _autograd  # noqa: F401  (backward formulas)
 from . import nn
 from ._fuse import FusedConv2d, FusedLinear, FuseSummary, fuse
-from .ops import Plan, conv2d, conv2d_per_sample, csr_matvec, max_pool2d, plan, silu, vector_add
+from .ops import (Plan, channel_mean, conv2d, conv2d_per_sample, csr_matvec, max_pool2d, plan, scale_channels, silu,
+                  vector_add)
 
 __all__ = ["conv2d", "conv2d_per_sample", "plan", "Plan", "fuse", "FusedConv2d", "FusedLinear", "FuseSummary", "vector_add", "silu",
-           "csr_matvec", "max_pool2d", "nn"]
+           "csr_matvec", "max_pool2d", "channel_mean", "scale_channels", "nn"]
 __version__ = "0.1.0"

@@ -46,6 +46,13 @@ FusedLinear computes with torch's Linear (cuBLAS) and PyTorch's epilogue ops, wh
 ConvTranspose2d, the other Linears and everything else stay as they were; convolutions that nothing fuses with
 still become convkit convolutions. convkit.FusedConv2d is the module that replaces a chain.
 
+Squeeze-excitation blocks (EfficientNet, MobileNetV3, RegNetY): their two convolutions are fused like any
+other (SiLU or ReLU, then Sigmoid or Hardsigmoid, in the epilogue); nn.AdaptiveAvgPool2d to one pixel becomes
+convkit.nn.AdaptiveAvgPool2d (convkit.channel_mean) and the product `x * s` of a block's input and the scale
+computed from its mean becomes convkit.nn.scale_channels: channels-last kernels that read and write at the copy
+rate where torch's reduction and broadcasting mul do not. Both compute torch's function for every input
+(other shapes and layouts, and a gradient, run torch's).
+
 Training mode is refused (RuntimeError): BatchNorm's statistics move while training, so no fold is valid.
 The fused model owns copies of the weights: call fuse again after the original's weights change.
 """
@@ -230,6 +237,16 @@ class FuseSummary:
         """nn.MaxPool2d layers now convkit.nn.MaxPool2d (no indices)."""
         return sum(e.fused[:1] == ["maxpool"] for e in self.entries)
 
+    @property
+    def mean_pools(self):
+        """nn.AdaptiveAvgPool2d((1, 1)) layers now convkit.nn.AdaptiveAvgPool2d (convkit.channel_mean)."""
+        return sum(e.fused[:1] == ["avgpool"] for e in self.entries)
+
+    @property
+    def channel_scales(self):
+        """Squeeze-excitation products x * s now convkit.nn.scale_channels."""
+        return sum(e.fused[:1] == ["scale"] for e in self.entries)
+
     def extend(self, other, prefix):
         for e in other.entries:
             self.entries.append(FuseEntry(_join(prefix, e.where), e.fused, e.note))
@@ -239,6 +256,8 @@ class FuseSummary:
     def __str__(self):
         lin = f", {self.linears} Linear layers as 1x1 convolutions" if self.linears else ""
         pools = f"; {self.pools} max pools without indices" if self.pools else ""
+        if self.mean_pools or self.channel_scales:
+            pools += f"; {self.mean_pools} mean pools and {self.channel_scales} squeeze-excitation scales by convkit"
         lines = [f"convkit.fuse: {self.convs} convolutions{lin}; {self.bn_folded} BatchNorms folded, "
                  f"{self.activations} activations and {self.residuals} residual adds in the epilogue{pools}"]
         w = max([len(e.where) for e in self.entries + self.left] + [8])
@@ -545,6 +564,69 @@ def _fuse_linears(gm, algo, memory_format, summary):
         summary.entries.append(FuseEntry(name, fused, "a Linear on channels-last activations: a 1x1 convolution"))
 
 
+def _is_mean_pool_of(gm, node, x):
+    """Whether node is the mean of x over H and W, kept as (N, C, 1, 1): nn.AdaptiveAvgPool2d(1) (torch's or
+    convkit's), F.adaptive_avg_pool2d(x, 1), x.mean((2, 3), keepdim=True) or torch.mean(x, (2, 3), True)."""
+    if not node.args or node.args[0] is not x:
+        return False
+    m = _module(gm, node)
+    if m is not None:
+        size = getattr(m, "output_size", None)
+        return isinstance(m, torch.nn.AdaptiveAvgPool2d) and (size == 1 or size == (1, 1) or size == [1, 1])
+    if node.op == "call_function" and node.target is F.adaptive_avg_pool2d:
+        size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
+        return size == 1 or size == (1, 1) or size == [1, 1]
+    if (node.op == "call_method" and node.target == "mean") or (node.op == "call_function" and node.target is torch.mean):
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        return keep is True and isinstance(dims, (tuple, list)) and sorted(dims) in ([2, 3], [-2, -1])
+    return False
+
+
+def _scale_of_excitation(gm, s, x):
+    """Whether s is computed from the mean of x over H and W through single-input steps (modules: the squeeze
+    and excitation convolutions; activations): squeeze-excitation's scale for x."""
+    cur = s
+    for _ in range(12):
+        if not isinstance(cur, torch.fx.Node) or not cur.args:
+            return False
+        if _is_mean_pool_of(gm, cur, x):
+            return True
+        nodes = [a for a in cur.args if isinstance(a, torch.fx.Node)]
+        single = len(nodes) == 1 and cur.args[0] is nodes[0]
+        if cur.op == "call_module" and single and len(cur.args) == 1 and not cur.kwargs:
+            cur = cur.args[0]
+        elif cur.op in ("call_function", "call_method") and single and _activation_of(gm, cur) is not None:
+            cur = cur.args[0]
+        else:
+            return False
+    return False
+
+
+def _fuse_channel_scales(gm, summary):
+    """Each `x * s` (operator.mul, torch.mul, Tensor.mul) whose s is squeeze-excitation's scale for x runs
+    convkit.nn.scale_channels: one channels-last pass where torch's broadcasting mul reads x at a third of the
+    copy rate (EfficientNet-B0, docs/perf.md). Any other shape runs torch's mul there, so the function is the
+    same for every input."""
+    g = gm.graph
+    for node in list(g.nodes):
+        if not ((node.op == "call_function" and node.target in (operator.mul, torch.mul))
+                or (node.op == "call_method" and node.target == "mul")) or node.kwargs or len(node.args) != 2:
+            continue
+        a, b = node.args
+        if not (isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)):
+            continue
+        for x, sc in ((a, b), (b, a)):
+            if _scale_of_excitation(gm, sc, x):
+                with g.inserting_before(node):
+                    repl = g.call_function(cnn.scale_channels, args=(x, sc))
+                node.replace_all_uses_with(repl)
+                g.erase_node(node)
+                summary.entries.append(FuseEntry(node.name, ["scale"], "squeeze-excitation's x * s: "
+                                                 "convkit.scale_channels"))
+                break
+
+
 def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) -> FuseSummary:
     summary = FuseSummary()
     g = gm.graph
@@ -605,6 +687,7 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
     summary.entries.reverse()  # graph order
     if linears:
         _fuse_linears(gm, algo, memory_format, summary)
+    _fuse_channel_scales(gm, summary)
     # Everything else that was left, with its reason.
     for node in g.nodes:
         m = _module(gm, node)
@@ -700,6 +783,7 @@ def fuse(model: torch.nn.Module, algo: str = "auto", memory_format: Optional[tor
     summary = FuseSummary()
     out = _fuse_module(m, algo, memory_format, "", summary, linears)
     _swap_max_pools(out, summary)
+    _swap_mean_pools(out, summary)
     out.convkit_summary = summary
     return out
 
@@ -713,3 +797,16 @@ def _swap_max_pools(model, summary):
         parent, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, leaf, cnn.MaxPool2d.from_torch(mod))
         summary.entries.append(FuseEntry(name, ["maxpool"], "torch's max pool without the indices"))
+
+
+def _swap_mean_pools(model, summary):
+    """Every nn.AdaptiveAvgPool2d to one pixel becomes convkit.nn.AdaptiveAvgPool2d (convkit.channel_mean where
+    no gradient is needed): squeeze-excitation's squeeze and a classifier's pool, which torch computes at a
+    fraction of the copy rate on channels-last 16-bit tensors (docs/perf.md)."""
+    for name, mod in list(model.named_modules()):
+        size = getattr(mod, "output_size", None)
+        if type(mod) is not torch.nn.AdaptiveAvgPool2d or not (size == 1 or size == (1, 1)) or not name:
+            continue
+        parent, _, leaf = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, leaf, cnn.AdaptiveAvgPool2d.from_torch(mod))
+        summary.entries.append(FuseEntry(name, ["avgpool"], "the mean over H and W by convkit.channel_mean"))

@@ -76,3 +76,12 @@ def _max_pool2d_fake(x, kernel_size, stride, padding, dilation, ceil_mode):
     # torch's own shape rules and output memory format (the op computes the same function)
     return torch.nn.functional.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode)
 
+
+@torch.library.register_fake("convkit::channel_mean")
+def _channel_mean_fake(x):
+    return torch.nn.functional.adaptive_avg_pool2d(x, 1)
+
+
+@torch.library.register_fake("convkit::scale_channels")
+def _scale_channels_fake(x, s):
+    return x * s

@@ -132,6 +132,31 @@ class MaxPool2d(torch.nn.MaxPool2d):
         return ops.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
 
 
+class AdaptiveAvgPool2d(torch.nn.AdaptiveAvgPool2d):
+    """nn.AdaptiveAvgPool2d that runs convkit.channel_mean where the output is one pixel and no gradient is
+    needed, torch's otherwise. convkit.fuse puts it in place of nn.AdaptiveAvgPool2d((1, 1)) (squeeze-excitation
+    blocks, classifier heads)."""
+
+    @classmethod
+    def from_torch(cls, module: torch.nn.AdaptiveAvgPool2d):
+        return cls(module.output_size)
+
+    def forward(self, x):
+        size = self.output_size
+        one = size == 1 or (isinstance(size, (tuple, list)) and all(v == 1 for v in size))
+        if not one or x.dim() != 4 or (torch.is_grad_enabled() and x.requires_grad):
+            return super().forward(x)
+        return ops.channel_mean(x)
+
+
+def scale_channels(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """x * s (s of shape (N, C, 1, 1): squeeze-excitation's scale) by convkit.scale_channels where no gradient is
+    needed, torch's mul otherwise. convkit.fuse calls it in place of such a mul."""
+    if torch.is_grad_enabled() and (x.requires_grad or s.requires_grad):
+        return x * s
+    return ops.scale_channels(x, s)
+
+
 def convert(model: torch.nn.Module, algo: str = "auto",
             memory_format: Optional[torch.memory_format] = None) -> torch.nn.Module:
     """Replaces every torch.nn.Conv2d in `model` (in place, recursively) with convkit.nn.Conv2d; returns model.

@@ -166,3 +166,17 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: Optional[IntPair] = None
     return torch.ops.convkit.max_pool2d(x, k, s, _pair(padding, "padding"), _pair(dilation, "dilation"),
                                         bool(ceil_mode))
 
+
+def channel_mean(x: Tensor) -> Tensor:
+    """F.adaptive_avg_pool2d(x, 1) without a gradient (inference): the mean over H and W, shape (N, C, 1, 1). On
+    CUDA a channels_last float32, float16 or bfloat16 x whose channels fill 16-byte vectors runs convkit's
+    kernels (deterministic: partial sums added in a fixed order; equal to torch's within the rounding of the
+    summation order); anything else runs torch's."""
+    return torch.ops.convkit.channel_mean(x)
+
+
+def scale_channels(x: Tensor, s: Tensor) -> Tensor:
+    """x * s for s of shape (N, C, 1, 1), without a gradient (squeeze-excitation's scaling): bit-equal to torch's
+    mul. On CUDA a channels_last float32, float16 or bfloat16 x whose channels fill 16-byte vectors, with s of x's
+    dtype, runs convkit's kernel; anything else (other shapes: broadcasting) runs torch's mul."""
+    return torch.ops.convkit.scale_channels(x, s)

@@ -600,6 +600,11 @@ TORCH_LIBRARY(convkit, m) {
   // torch's own (convkit.nn.MaxPool2d, which convkit.fuse puts in place of nn.MaxPool2d).
   m.def("max_pool2d(Tensor x, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode) "
         "-> Tensor");
+  // Squeeze-excitation's two memory passes (convkit.nn.AdaptiveAvgPool2d and convkit.nn.scale_channels, which
+  // convkit.fuse puts in models): torch's adaptive_avg_pool2d(x, 1) and x * s with s of shape (N, C, 1, 1); on
+  // CUDA channels-last 16-byte-vector kernels, else torch's own.
+  m.def("channel_mean(Tensor x) -> Tensor");
+  m.def("scale_channels(Tensor x, Tensor s) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(convkit, CPU, m) {
@@ -612,6 +617,8 @@ TORCH_LIBRARY_IMPL(convkit, CPU, m) {
   m.impl("csr_matvec", &convkit_ext::csr_matvec_cpu);
   m.impl("max_pool2d", [](const at::Tensor& x, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef p,
                           at::IntArrayRef d, bool ceil_mode) { return at::max_pool2d(x, k, s, p, d, ceil_mode); });
+  m.impl("channel_mean", [](const at::Tensor& x) { return at::adaptive_avg_pool2d(x, {1, 1}); });
+  m.impl("scale_channels", [](const at::Tensor& x, const at::Tensor& s) { return at::mul(x, s); });
 }
 
 namespace convkit_ext {

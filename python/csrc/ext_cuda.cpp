@@ -123,6 +123,46 @@ at::Tensor max_pool2d_cuda(const at::Tensor& x, at::IntArrayRef k, at::IntArrayR
   return y;
 }
 
+// The channels-last 16-byte-vector form both kernels below take: f32/f16/bf16, dense channels_last (and not
+// also contiguous: one pixel or one channel), C * element size a multiple of 16, a 16-byte aligned pointer.
+bool nhwc_vectors(const at::Tensor& x) {
+  const at::ScalarType t = x.scalar_type();
+  return x.is_cuda() && x.dim() == 4 && (t == at::kFloat || t == at::kHalf || t == at::kBFloat16) &&
+         x.is_contiguous(at::MemoryFormat::ChannelsLast) && !x.is_contiguous() &&
+         (x.size(1) * int64_t(x.element_size())) % 16 == 0 && reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
+}
+
+// torch's adaptive_avg_pool2d(x, 1) (the mean over H and W, shape (N, C, 1, 1), channels_last); torch's own for
+// what the kernel does not take.
+at::Tensor channel_mean_cuda(const at::Tensor& x) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  if (!nhwc_vectors(x) || x.size(0) > 65535 || x.numel() == 0) return at::adaptive_avg_pool2d(x, {1, 1});
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
+  const Kind k = kind_of(x.scalar_type());
+  const int64_t splits = channel_mean_splits(k, N, HW, C);
+  at::Tensor partial = at::empty({splits, N, C}, x.options().dtype(at::kFloat));
+  at::Tensor y = at::empty({N, C, 1, 1}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
+  cuda_channel_mean_nhwc(k, x.data_ptr(), partial.data_ptr<float>(), y.data_ptr(), N, HW, C, splits, current_stream());
+  return y;
+}
+
+// x * s for s of shape (N, C, 1, 1) (squeeze-excitation's scale); torch's mul for anything else.
+at::Tensor scale_channels_cuda(const at::Tensor& x, const at::Tensor& s) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  const auto fallback = [&] { return at::mul(x, s); };
+  if (!nhwc_vectors(x) || !s.is_cuda() || s.device() != x.device() || s.scalar_type() != x.scalar_type() ||
+      s.dim() != 4)
+    return fallback();
+  const int64_t N = x.size(0), C = x.size(1);
+  if (s.size(0) != N || s.size(1) != C || s.size(2) != 1 || s.size(3) != 1 || (N > 1 && s.stride(0) != C) ||
+      s.stride(1) != 1 || reinterpret_cast<uintptr_t>(s.data_ptr()) % 16 != 0)
+    return fallback();
+  at::Tensor y = at::empty_like(x, at::MemoryFormat::ChannelsLast);
+  cuda_scale_channels_nhwc(kind_of(x.scalar_type()), x.data_ptr(), s.data_ptr(), y.data_ptr(), N,
+                           x.size(2) * x.size(3), C, current_stream());
+  return y;
+}
+
 }  // namespace
 }  // namespace convkit_ext
 
@@ -135,4 +175,6 @@ TORCH_LIBRARY_IMPL(convkit, CUDA, m) {
   m.impl("silu", &convkit_ext::silu_cuda);
   m.impl("csr_matvec", &convkit_ext::csr_matvec_cuda);
   m.impl("max_pool2d", &convkit_ext::max_pool2d_cuda);
+  m.impl("channel_mean", &convkit_ext::channel_mean_cuda);
+  m.impl("scale_channels", &convkit_ext::scale_channels_cuda);
 }

@@ -1,5 +1,6 @@
-// CUDA kernels of the extension's example ops (vector_add, silu, csr_matvec) and of max_pool2d. Grid-stride
-// loops with 64-bit indices; every launch is checked and enqueued on the caller's (PyTorch's current) stream.
+// CUDA kernels of the extension's example ops (vector_add, silu, csr_matvec) and of max_pool2d, channel_mean and
+// scale_channels. Grid-stride loops (64-bit indices, or int where the sizes fit); every launch is checked and
+// enqueued on the caller's (PyTorch's current) stream.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -113,6 +114,82 @@ __global__ void max_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y,
   }
 }
 
+// Channel means of a channels-last tensor (squeeze-excitation's and a classifier's global average pool), in
+// two kernels and without atomics, so that the sums are the same on every run. channel_sum: block (split s,
+// image n) adds its share of image n's H*W pixels for every channel; `lanes` threads cover a pixel's channels
+// as 16-byte vectors of V, `rows` = 256 / lanes pixels at a time; the rows are added in shared memory and
+// partial[s][n][c] written in float. channel_mean_finish: one thread an (n, c), the S partials added, times
+// 1 / (H*W) (torch's mean), rounded to T.
+template <typename T>
+__global__ void channel_sum_nhwc_kernel(const T* __restrict__ x, float* __restrict__ partial, int64_t hw, int c,
+                                        int64_t per_split) {
+  constexpr int V = 16 / sizeof(T);
+  extern __shared__ float red[];  // [rows][lanes * V]
+  const int vecs = c / V, lanes = vecs < int(blockDim.x) ? vecs : int(blockDim.x), rows = blockDim.x / lanes;
+  const int lane = threadIdx.x % lanes, row = threadIdx.x / lanes;
+  const int64_t n = blockIdx.y, p0 = blockIdx.x * per_split, p1 = p0 + per_split < hw ? p0 + per_split : hw;
+  for (int cv0 = 0; cv0 < vecs; cv0 += lanes) {
+    const int cv = cv0 + lane;
+    float acc[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = 0.0f;
+    if (row < rows && cv < vecs) {
+      const T* base = x + n * hw * c + int64_t(cv) * V;
+#pragma unroll 4
+      for (int64_t p = p0 + row; p < p1; p += rows) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(base + p * c);
+        T v[V];
+        memcpy(v, &raw, 16);
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[e] += load(v[e]);
+      }
+    }
+    if (row < rows)
+#pragma unroll
+      for (int e = 0; e < V; ++e) red[(row * lanes + lane) * V + e] = acc[e];
+    __syncthreads();
+    for (int j = threadIdx.x; j < lanes * V; j += blockDim.x) {
+      float sum = 0.0f;
+      for (int r = 0; r < rows; ++r) sum += red[r * lanes * V + j];
+      const int ch = cv0 * V + j;
+      if (ch < c) partial[(int64_t(blockIdx.x) * gridDim.y + n) * c + ch] = sum;
+    }
+    __syncthreads();
+  }
+}
+
+template <typename T>
+__global__ void channel_mean_finish_kernel(const float* __restrict__ partial, T* __restrict__ y, int64_t nc,
+                                           int splits, float scale) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nc; i += int64_t(gridDim.x) * blockDim.x) {
+    float sum = 0.0f;
+    for (int s = 0; s < splits; ++s) sum += partial[s * nc + i];
+    y[i] = store<T>(sum * scale);
+  }
+}
+
+// y = x * s with s of shape (N, C, 1, 1): squeeze-excitation's scaling of a channels-last x, one thread a
+// 16-byte vector of x and the matching vector of s (float products rounded once, as torch's mul). I: int where
+// the vector indices fit.
+template <typename T, typename I>
+__global__ void scale_channels_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ s, T* __restrict__ y,
+                                           I total, I vecs, I hw_vecs) {
+  constexpr int V = 16 / sizeof(T);
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * blockDim.x) {
+    const I n = i / hw_vecs, cv = i % vecs;
+    const uint4 rx = *reinterpret_cast<const uint4*>(x + int64_t(i) * V);
+    const uint4 rs = *reinterpret_cast<const uint4*>(s + (int64_t(n) * vecs + cv) * V);
+    T a[V], b[V], out[V];
+    memcpy(a, &rx, 16);
+    memcpy(b, &rs, 16);
+#pragma unroll
+    for (int e = 0; e < V; ++e) out[e] = store<T>(load(a[e]) * load(b[e]));
+    uint4 ro;
+    memcpy(&ro, out, 16);
+    *reinterpret_cast<uint4*>(y + int64_t(i) * V) = ro;
+  }
+}
+
 template <typename F>
 void by_kind(Kind k, F&& f) {
   switch (k) {
@@ -184,6 +261,58 @@ void cuda_max_pool_nhwc(Kind kind, const void* x, void* y, const int64_t (&g)[14
     }
   });
   check_launch("max_pool_nhwc_kernel");
+}
+
+namespace {
+constexpr int kMeanThreads = 256;
+int mean_rows(int64_t c, int64_t elem) {
+  const int64_t vecs = c * elem / 16;
+  return int(kMeanThreads / (vecs < kMeanThreads ? vecs : kMeanThreads));
+}
+}  // namespace
+
+int64_t channel_mean_splits(Kind kind, int64_t n, int64_t hw, int64_t c) {
+  const int64_t elem = kind == Kind::f32 ? 4 : 2;
+  // about 512 blocks in all, each thread at least 4 pixels
+  const int64_t want = (512 + n - 1) / n, most = (hw + 4 * mean_rows(c, elem) - 1) / (4 * mean_rows(c, elem));
+  return want < most ? want : (most > 0 ? most : 1);
+}
+
+void cuda_channel_mean_nhwc(Kind kind, const void* x, float* partial, void* y, int64_t n, int64_t hw, int64_t c,
+                            int64_t splits, void* stream) {
+  by_kind(kind, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+      const auto st = static_cast<cudaStream_t>(stream);
+      const int64_t per_split = (hw + splits - 1) / splits;
+      const size_t smem = size_t(kMeanThreads) * (16 / sizeof(T)) * sizeof(float);
+      channel_sum_nhwc_kernel<T><<<dim3(unsigned(splits), unsigned(n)), kMeanThreads, smem, st>>>(
+          static_cast<const T*>(x), partial, hw, int(c), per_split);
+      check_launch("channel_sum_nhwc_kernel");
+      channel_mean_finish_kernel<T><<<grid_for(n * c, 256), 256, 0, st>>>(partial, static_cast<T*>(y), n * c,
+                                                                          int(splits), 1.0f / float(hw));
+    }
+  });
+  check_launch("channel_mean_finish_kernel");
+}
+
+void cuda_scale_channels_nhwc(Kind kind, const void* x, const void* s, void* y, int64_t n, int64_t hw, int64_t c,
+                              void* stream) {
+  by_kind(kind, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+      const int64_t vecs = c / (16 / int64_t(sizeof(T))), total = n * hw * vecs;
+      const auto st = static_cast<cudaStream_t>(stream);
+      if (total < (int64_t(1) << 31))
+        scale_channels_nhwc_kernel<T, int><<<grid_for(total, 256), 256, 0, st>>>(
+            static_cast<const T*>(x), static_cast<const T*>(s), static_cast<T*>(y), int(total), int(vecs),
+            int(hw * vecs));
+      else
+        scale_channels_nhwc_kernel<T, int64_t><<<grid_for(total, 256), 256, 0, st>>>(
+            static_cast<const T*>(x), static_cast<const T*>(s), static_cast<T*>(y), total, vecs, hw * vecs);
+    }
+  });
+  check_launch("scale_channels_nhwc_kernel");
 }
 
 }  // namespace convkit_ext

@@ -1,5 +1,6 @@
-// The extension's own small CUDA kernels (the seed's example ops and the max pooling convkit.fuse puts after a
-// stem, not convolutions): plain pointers, no torch types, so kernels.cu compiles quickly with nvcc.
+// The extension's own small CUDA kernels (the seed's example ops, and the max pooling, channel means and
+// channel scaling convkit.fuse puts in models; not convolutions): plain pointers, no torch types, so kernels.cu
+// compiles quickly with nvcc.
 #pragma once
 
 #include <cstdint>
@@ -22,5 +23,16 @@ void cuda_csr_matvec(Kind kind, Kind index, const void* values, const void* row_
 // multiple of 16 and x, y 16-byte aligned (one thread a 16-byte vector of channels). `g` holds N, H, W, C, P,
 // Q, then kh, kw, sh, sw, ph, pw, dh, dw.
 void cuda_max_pool_nhwc(Kind kind, const void* x, void* y, const int64_t (&g)[14], void* stream);
+
+// The mean over H and W of a channels-last (NHWC) tensor, y[n][c] (f32, f16 or bf16; C * element size a
+// multiple of 16, x 16-byte aligned, n <= 65535). Deterministic: `splits` partial sums an image in `partial`
+// (splits * n * c floats; channel_mean_splits() says how many), then added in a fixed order.
+int64_t channel_mean_splits(Kind kind, int64_t n, int64_t hw, int64_t c);
+void cuda_channel_mean_nhwc(Kind kind, const void* x, float* partial, void* y, int64_t n, int64_t hw, int64_t c,
+                            int64_t splits, void* stream);
+// y[n][p][c] = x[n][p][c] * s[n][c] for a channels-last x and s of shape (N, C, 1, 1) (f32, f16 or bf16; the
+// same alignment rules).
+void cuda_scale_channels_nhwc(Kind kind, const void* x, const void* s, void* y, int64_t n, int64_t hw, int64_t c,
+                              void* stream);
 
 }  // namespace convkit_ext

@@ -1,7 +1,9 @@
 """convkit.max_pool2d / torch.ops.convkit.max_pool2d / convkit.nn.MaxPool2d: the values of F.max_pool2d, bit for
 bit (a max is exact), on every window shape, padding, dilation and ceil_mode; NaN and -inf as torch treats
 them; torch's kernel (and its errors) for what the CUDA kernel does not take (NCHW, channels off the 16-byte
-vector, 3-D input, a gradient); convkit.fuse swaps nn.MaxPool2d; torch.compile(fullgraph=True) through it."""
+vector, 3-D input, a gradient); convkit.fuse swaps nn.MaxPool2d; torch.compile(fullgraph=True) through it.
+Squeeze-excitation's channel_mean and scale_channels likewise (the mean within its rounding, the product bit
+for bit), and convkit.fuse's pattern for them."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -97,3 +99,108 @@ def test_fuse_swaps_max_pools_and_compiles():
     assert type(lone) is torch.nn.MaxPool2d or lone.convkit_summary.pools == 0
     keep = convkit.fuse(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.MaxPool2d(2, return_indices=True)).eval())
     assert keep.convkit_summary.pools == 0
+
+
+# ---- squeeze-excitation: channel_mean (F.adaptive_avg_pool2d(x, 1)) and scale_channels (x * s) ----------------
+
+SE_CASES = [(2, 32, 112, 112), (3, 144, 14, 14), (1, 1152, 7, 7), (2, 8, 1, 3), (5, 2056, 3, 2), (0, 16, 4, 4)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_channel_mean_matches_torch(device, dtype):
+    g = torch.Generator().manual_seed(2)
+    for n, c, h, w in SE_CASES:
+        x = _cl(torch.randn(n, c, h, w, generator=g).to(device=device, dtype=dtype))
+        got, want = convkit.channel_mean(x), F.adaptive_avg_pool2d(x, 1)
+        assert got.shape == want.shape == (n, c, 1, 1) and got.dtype == dtype, (n, c, h, w)
+        exact = x.double().mean((2, 3), keepdim=True)
+        # one rounding of the result (16-bit: half an ulp, 2^-9 of bf16 relative) plus float summation
+        tol = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 8e-3}[dtype]
+        assert torch.allclose(got.double(), exact, rtol=tol, atol=tol), (n, c, h, w, dtype)
+        assert torch.allclose(got.double(), want.double(), rtol=2 * tol, atol=2 * tol), (n, c, h, w, dtype)
+        assert torch.equal(convkit.channel_mean(x), got), "not deterministic"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_scale_channels_equals_torch_bit_for_bit(device, dtype):
+    g = torch.Generator().manual_seed(3)
+    for n, c, h, w in SE_CASES:
+        x = _cl(torch.randn(n, c, h, w, generator=g).to(device=device, dtype=dtype))
+        s = torch.rand(n, c, 1, 1, generator=g).to(device=device, dtype=dtype)
+        for sc in (s, _cl(s)):
+            got = convkit.scale_channels(x, sc)
+            assert got.dtype == dtype and torch.equal(got, x * sc), (n, c, h, w, dtype)
+            if n and h * w > 1:
+                assert got.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_what_the_se_kernels_do_not_take_runs_torchs(device):
+    g = torch.Generator().manual_seed(4)
+    x = _cl(torch.randn(2, 16, 5, 5, generator=g)).to(device)
+    s = torch.rand(2, 16, 1, 1, generator=g).to(device)
+    for xx, ss in ((x.contiguous(), s),                        # NCHW
+                   (_cl(torch.randn(2, 3, 5, 5)).to(device), s[:, :3]),  # 12-byte pixels
+                   (x, s[:, :1]),                              # a broadcast over the channels
+                   (x, torch.rand(2, 16, 5, 5).to(device)),    # no broadcast at all
+                   (x, s.half()),                              # another dtype: torch's promotion
+                   (x, s[:1])):                                # one scale for the batch
+        assert torch.equal(convkit.scale_channels(xx, ss), xx * ss)
+    for xx in (x.contiguous(), _cl(torch.randn(2, 3, 5, 5)).to(device), x[:, 1:]):
+        assert torch.allclose(convkit.channel_mean(xx), F.adaptive_avg_pool2d(xx, 1), rtol=1e-6, atol=1e-6)
+    with pytest.raises(RuntimeError):  # torch's own error
+        convkit.scale_channels(x, torch.rand(3, 16, 1, 1, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_se_modules_keep_torchs_gradient(device):
+    pool = convkit.nn.AdaptiveAvgPool2d.from_torch(torch.nn.AdaptiveAvgPool2d(1))
+    x = _cl(torch.randn(2, 16, 5, 5, device=device)).requires_grad_()
+    s = torch.rand(2, 16, 1, 1, device=device, requires_grad=True)
+    (convkit.nn.scale_channels(x, s) * pool(x)).sum().backward()
+    rx, rs = x.detach().clone().requires_grad_(), s.detach().clone().requires_grad_()
+    ((rx * rs) * F.adaptive_avg_pool2d(rx, 1)).sum().backward()
+    assert torch.allclose(x.grad, rx.grad) and torch.allclose(s.grad, rs.grad)
+    two = convkit.nn.AdaptiveAvgPool2d.from_torch(torch.nn.AdaptiveAvgPool2d(2))
+    assert torch.equal(two(x.detach()), F.adaptive_avg_pool2d(x.detach(), 2))
+
+
+@pytest.mark.parametrize("name, scales, pools", [("efficientnet_b0", 16, 17), ("mobilenet_v3_small", 9, 10),
+                                                 ("regnet_y_400mf", 16, 17), ("resnet18", 0, 1)])
+def test_fuse_runs_squeeze_excitation_on_convkit_and_compiles(name, scales, pools):
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    m = getattr(torchvision.models, name)().eval()
+    fused = convkit.fuse(m)
+    summ = fused.convkit_summary
+    assert (summ.channel_scales, summ.mean_pools) == (scales, pools), str(summ)
+    if scales:
+        assert f"{pools} mean pools and {scales} squeeze-excitation scales" in str(summ)
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        want = m(x)
+        rel = lambda y: ((y - want).norm() / want.norm()).item()  # noqa: E731
+        assert rel(fused(x)) < 1e-4
+        assert rel(torch.compile(fused, fullgraph=True)(x)) < 1e-4
+
+
+def test_se_pattern_needs_the_mean_of_the_same_tensor():
+    class NotSE(torch.nn.Module):  # s is computed from another tensor's mean: not squeeze-excitation
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+            self.pool = torch.nn.AdaptiveAvgPool2d(1)
+            self.fc = torch.nn.Conv2d(8, 8, 1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return y * torch.sigmoid(self.fc(self.pool(x))) + x * self.pool(y).sigmoid()
+
+    m = NotSE().eval()
+    fused = convkit.fuse(m)
+    assert fused.convkit_summary.channel_scales == 0
+    x = torch.randn(2, 8, 6, 6)
+    with torch.no_grad():
+        assert torch.allclose(fused(x), m(x), rtol=1e-4, atol=1e-5)
