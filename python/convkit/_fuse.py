@@ -584,14 +584,15 @@ def _is_mean_pool_of(gm, node, x):
 
 
 def _scale_of_excitation(gm, s, x):
-    """Whether s is computed from the mean of x over H and W through single-input steps (modules: the squeeze
-    and excitation convolutions; activations): squeeze-excitation's scale for x."""
+    """The node that takes the mean of x over H and W, if s is computed from it through single-input steps
+    (modules: the squeeze and excitation convolutions; activations): squeeze-excitation's scale for x. Else
+    None."""
     cur = s
     for _ in range(12):
         if not isinstance(cur, torch.fx.Node) or not cur.args:
-            return False
+            return None
         if _is_mean_pool_of(gm, cur, x):
-            return True
+            return cur
         nodes = [a for a in cur.args if isinstance(a, torch.fx.Node)]
         single = len(nodes) == 1 and cur.args[0] is nodes[0]
         if cur.op == "call_module" and single and len(cur.args) == 1 and not cur.kwargs:
@@ -599,15 +600,17 @@ def _scale_of_excitation(gm, s, x):
         elif cur.op in ("call_function", "call_method") and single and _activation_of(gm, cur) is not None:
             cur = cur.args[0]
         else:
-            return False
-    return False
+            return None
+    return None
 
 
 def _fuse_channel_scales(gm, summary):
     """Each `x * s` (operator.mul, torch.mul, Tensor.mul) whose s is squeeze-excitation's scale for x runs
     convkit.nn.scale_channels: one channels-last pass where torch's broadcasting mul reads x at a third of the
     copy rate (EfficientNet-B0, docs/perf.md). Any other shape runs torch's mul there, so the function is the
-    same for every input."""
+    same for every input. A mean written as a function (F.adaptive_avg_pool2d(x, 1), x.mean((2, 3),
+    keepdim=True): timm's blocks) becomes convkit.nn.channel_mean; the module form is swapped after the pass
+    (_swap_mean_pools)."""
     g = gm.graph
     for node in list(g.nodes):
         if not ((node.op == "call_function" and node.target in (operator.mul, torch.mul))
@@ -617,7 +620,19 @@ def _fuse_channel_scales(gm, summary):
         if not (isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)):
             continue
         for x, sc in ((a, b), (b, a)):
-            if _scale_of_excitation(gm, sc, x):
+            pool = _scale_of_excitation(gm, sc, x)
+            if pool is not None:
+                if pool.op != "call_module":
+                    with g.inserting_before(pool):
+                        if pool.target is F.adaptive_avg_pool2d:
+                            dims = (-2, -1)
+                        else:  # x.mean(dims, keepdim=True) or torch.mean(x, dims, True)
+                            dims = pool.args[1] if len(pool.args) > 1 else pool.kwargs["dim"]
+                        mean = g.call_function(cnn.channel_mean, args=(x, tuple(dims)))
+                    pool.replace_all_uses_with(mean)
+                    g.erase_node(pool)
+                    summary.entries.append(FuseEntry(pool.name, ["avgpool"], "the mean over H and W by "
+                                                     "convkit.channel_mean"))
                 with g.inserting_before(node):
                     repl = g.call_function(cnn.scale_channels, args=(x, sc))
                 node.replace_all_uses_with(repl)

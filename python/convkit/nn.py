@@ -149,6 +149,15 @@ class AdaptiveAvgPool2d(torch.nn.AdaptiveAvgPool2d):
         return ops.channel_mean(x)
 
 
+def channel_mean(x: torch.Tensor, dims=(-2, -1)) -> torch.Tensor:
+    """x.mean(dims, keepdim=True), where dims name the last two dimensions of a 4-D x (F.adaptive_avg_pool2d(x,
+    1)), by convkit.channel_mean when no gradient is needed; torch's mean otherwise (any other x, a gradient).
+    convkit.fuse calls it in place of a squeeze-excitation block's mean written as a function."""
+    if x.dim() != 4 or (torch.is_grad_enabled() and x.requires_grad):
+        return x.mean(tuple(dims), keepdim=True)
+    return ops.channel_mean(x)
+
+
 def scale_channels(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """x * s (s of shape (N, C, 1, 1): squeeze-excitation's scale) by convkit.scale_channels where no gradient is
     needed, torch's mul otherwise. convkit.fuse calls it in place of such a mul."""

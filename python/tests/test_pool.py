@@ -204,3 +204,37 @@ def test_se_pattern_needs_the_mean_of_the_same_tensor():
     x = torch.randn(2, 8, 6, 6)
     with torch.no_grad():
         assert torch.allclose(fused(x), m(x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("form", ["method", "torch_mean", "functional"])
+def test_se_with_a_functional_mean(form):
+    class SE(torch.nn.Module):  # timm's form: the mean as a call, the gate a module or a function
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(8, 16, 3, padding=1)
+            self.fc1 = torch.nn.Conv2d(16, 4, 1)
+            self.fc2 = torch.nn.Conv2d(4, 16, 1)
+            self.gate = torch.nn.Sigmoid()
+
+        def forward(self, x):
+            y = self.conv(x)
+            if form == "method":
+                m = y.mean((2, 3), keepdim=True)
+            elif form == "torch_mean":
+                m = torch.mean(y, (-2, -1), True)
+            else:
+                m = F.adaptive_avg_pool2d(y, 1)
+            return y * self.gate(self.fc2(F.relu(self.fc1(m))))
+
+    m = SE().eval()
+    fused = convkit.fuse(m)
+    summ = fused.convkit_summary
+    assert (summ.channel_scales, summ.mean_pools) == (1, 1), str(summ)
+    x = torch.randn(2, 8, 6, 6)
+    with torch.no_grad():
+        want = m(x)
+        assert torch.allclose(fused(x), want, rtol=1e-4, atol=1e-5)
+        assert torch.allclose(torch.compile(fused, fullgraph=True)(x), want, rtol=1e-4, atol=1e-5)
+    # not 4-D: torch's mean over the same dimensions
+    z = torch.randn(3, 5, 7)
+    assert torch.equal(convkit.nn.channel_mean(z), z.mean((-2, -1), keepdim=True))
