@@ -571,11 +571,9 @@ def _is_mean_pool_of(gm, node, x):
         return False
     m = _module(gm, node)
     if m is not None:
-        size = getattr(m, "output_size", None)
-        return isinstance(m, torch.nn.AdaptiveAvgPool2d) and (size == 1 or size == (1, 1) or size == [1, 1])
+        return isinstance(m, torch.nn.AdaptiveAvgPool2d) and cnn.one_pixel(m.output_size)
     if node.op == "call_function" and node.target is F.adaptive_avg_pool2d:
-        size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
-        return size == 1 or size == (1, 1) or size == [1, 1]
+        return cnn.one_pixel(node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size"))
     if (node.op == "call_method" and node.target == "mean") or (node.op == "call_function" and node.target is torch.mean):
         dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
         keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
@@ -819,8 +817,7 @@ def _swap_mean_pools(model, summary):
     no gradient is needed): squeeze-excitation's squeeze and a classifier's pool, which torch computes at a
     fraction of the copy rate on channels-last 16-bit tensors (docs/perf.md)."""
     for name, mod in list(model.named_modules()):
-        size = getattr(mod, "output_size", None)
-        if type(mod) is not torch.nn.AdaptiveAvgPool2d or not (size == 1 or size == (1, 1)) or not name:
+        if type(mod) is not torch.nn.AdaptiveAvgPool2d or not cnn.one_pixel(mod.output_size) or not name:
             continue
         parent, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, leaf, cnn.AdaptiveAvgPool2d.from_torch(mod))

@@ -142,11 +142,14 @@ class AdaptiveAvgPool2d(torch.nn.AdaptiveAvgPool2d):
         return cls(module.output_size)
 
     def forward(self, x):
-        size = self.output_size
-        one = size == 1 or (isinstance(size, (tuple, list)) and all(v == 1 for v in size))
-        if not one or x.dim() != 4 or (torch.is_grad_enabled() and x.requires_grad):
-            return super().forward(x)
-        return ops.channel_mean(x)
+        return channel_mean(x) if one_pixel(self.output_size) else super().forward(x)
+
+
+def one_pixel(output_size) -> bool:
+    """Whether an adaptive pool's output_size (an int or a pair; None keeps the input's size) is one pixel."""
+    if isinstance(output_size, (tuple, list)):
+        return len(output_size) == 2 and all(v == 1 for v in output_size)
+    return output_size == 1
 
 
 def channel_mean(x: torch.Tensor, dims=(-2, -1)) -> torch.Tensor:

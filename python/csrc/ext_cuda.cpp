@@ -99,17 +99,23 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t 
   return out;
 }
 
+// The channels-last 16-byte-vector form the pooling and scaling kernels below take: f32/f16/bf16, dense
+// channels_last (and not also contiguous: one pixel or one channel), C * element size a multiple of 16, a
+// 16-byte aligned pointer.
+bool nhwc_vectors(const at::Tensor& x) {
+  const at::ScalarType t = x.scalar_type();
+  return x.is_cuda() && x.dim() == 4 && (t == at::kFloat || t == at::kHalf || t == at::kBFloat16) &&
+         x.is_contiguous(at::MemoryFormat::ChannelsLast) && !x.is_contiguous() &&
+         (x.size(1) * int64_t(x.element_size())) % 16 == 0 && reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
+}
+
 at::Tensor max_pool2d_cuda(const at::Tensor& x, at::IntArrayRef k, at::IntArrayRef s, at::IntArrayRef p,
                            at::IntArrayRef d, bool ceil_mode) {
   const c10::OptionalDeviceGuard guard(x.device());
   const auto fallback = [&] { return at::max_pool2d(x, k, s, p, d, ceil_mode); };
   // torch's own kernel (and its errors) for whatever the NHWC kernel does not take or torch would refuse
-  if (!x.is_cuda() || x.dim() != 4 || k.size() != 2 || s.size() != 2 || p.size() != 2 || d.size() != 2) return fallback();
-  const at::ScalarType t = x.scalar_type();
-  if (t != at::kFloat && t != at::kHalf && t != at::kBFloat16) return fallback();
-  if (!x.is_contiguous(at::MemoryFormat::ChannelsLast) || x.is_contiguous()) return fallback();
+  if (!nhwc_vectors(x) || k.size() != 2 || s.size() != 2 || p.size() != 2 || d.size() != 2) return fallback();
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  if ((C * int64_t(x.element_size())) % 16 != 0 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return fallback();
   for (int i = 0; i < 2; ++i)
     if (k[i] < 1 || s[i] < 1 || d[i] < 1 || p[i] < 0 || p[i] > ((k[i] - 1) * d[i] + 1) / 2 || k[i] > 65535 ||
         s[i] > 65535 || d[i] > 65535 || p[i] > 65535)
@@ -119,17 +125,8 @@ at::Tensor max_pool2d_cuda(const at::Tensor& x, at::IntArrayRef k, at::IntArrayR
   if (P < 1 || Q < 1 || N == 0) return fallback();
   at::Tensor y = at::empty({N, C, P, Q}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
   const int64_t g[14] = {N, H, W, C, P, Q, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1]};
-  cuda_max_pool_nhwc(kind_of(t), x.data_ptr(), y.data_ptr(), g, current_stream());
+  cuda_max_pool_nhwc(kind_of(x.scalar_type()), x.data_ptr(), y.data_ptr(), g, current_stream());
   return y;
-}
-
-// The channels-last 16-byte-vector form both kernels below take: f32/f16/bf16, dense channels_last (and not
-// also contiguous: one pixel or one channel), C * element size a multiple of 16, a 16-byte aligned pointer.
-bool nhwc_vectors(const at::Tensor& x) {
-  const at::ScalarType t = x.scalar_type();
-  return x.is_cuda() && x.dim() == 4 && (t == at::kFloat || t == at::kHalf || t == at::kBFloat16) &&
-         x.is_contiguous(at::MemoryFormat::ChannelsLast) && !x.is_contiguous() &&
-         (x.size(1) * int64_t(x.element_size())) % 16 == 0 && reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0;
 }
 
 // torch's adaptive_avg_pool2d(x, 1) (the mean over H and W, shape (N, C, 1, 1), channels_last); torch's own for

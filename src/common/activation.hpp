@@ -21,8 +21,8 @@ namespace convkit::detail {
 // cuda_igemm_wgmma's persistent tiles holds from overlapping (EfficientNet-B0's 24 -> 144 + SiLU: 0.122 ms
 // against 0.036 with ReLU6). With it, EfficientNet-B0's fused forward (bf16 batch 32, H200) took 1.60 ms of
 // GPU time against 1.84, its SiLU layers on the persistent tiles 9 us against 14 (docs/perf.md 2026-12-04).
-// For |b| past 2^126 (SiLU's or sigmoid's 1 + exp(-x) at x < -87, where the exact
-// result is below 1e-36 x) it gives 0.
+// For |b| past 2^126 (SiLU's or sigmoid's 1 + exp(-x) at x < -87, where the exact result is below 1e-36 x)
+// it gives 0.
 template <typename A, typename B>
 CONVKIT_HD auto divide_fast(A a, B b) {
 #if defined(__CUDA_ARCH__)

@@ -1,7 +1,8 @@
 // Vectors of an element type for 16-byte (or narrower) global and shared-memory accesses: Vec<T, V>, one
 // loaded and widened to fp32 (load_vec_f32), the 16-byte cp.async with zero fill that every staging kernel
 // uses (by pointer or by shared-memory address) with its commit and wait, the epilogue's store of a pair of
-// output channels (store_pair), and the host's alignment test for the pointers a vector kernel is given. Device code only: the .cu files include it.
+// output channels (store_pair), and the host's alignment test for the pointers a vector kernel is given.
+// Device code only: the .cu files include it.
 #pragma once
 
 #include <cstdint>
