@@ -20,14 +20,17 @@
 // 64 pixels (7x7), nimg images side by side instead, so that the block's 8 m16 tiles and its staged filters
 // serve more than 49 pixels. 8 warps; warp = kWM m16 tiles x kWN n8 tiles of one
 // super-group (kWN = min(super-group width / 8, 4), kWM = 8 / kWN), fp32 accumulators in registers; the
-// epilogue (bias, activation, residual) is applied on the way out.
-// nvcc -Xptxas -v (sm_90): 64 registers, no local memory, __launch_bounds__(256, 4): 4 blocks an SM; the
-// dynamic shared memory a block is the input tile at 144 bytes a pixel plus the filters (plan_of).
+// epilogue (bias, residual, then the activation over all of a thread's values) in registers, the rounded
+// outputs staged in the multiplied input tile and written 16 bytes a thread (gm_epilogue).
+// nvcc -Xptxas -v (sm_90): 64 registers and a 16-24-byte stack frame (kWN = 1 and 4: a few registers spilled
+// around the activation of 32 values at once; tests/local_memory_allowed.txt), __launch_bounds__(256, 4): 4
+// blocks an SM; the dynamic shared memory a block is the input tile at 144 bytes a pixel plus the filters
+// (plan_of).
 // Variants: "tile" (this file's kernel) and "pipe" (grouped_mma_pipe.cuh: persistent, the next tile in
 // flight); the heuristic's rule is at heuristic_pipe.
-// measured (H200, 2026-12-04, commit 7df3fd0, bf16 batch 32, docs/perf.md): rnx50_g3x3_256_28_g32 0.0380 ms
-// (0.87x cuDNN), rnx50_g3x3_128_56_g32 0.0711 ms (0.73x), rnx50_g3x3_1024_7_g32 0.0200 ms (2 images a block;
-// 0.68x); the heuristic's kernel over ResNeXt-50's 7 grouped layers: geomean 0.68x cuDNN.
+// measured (H200, 2026-12-04, bf16 batch 32, docs/perf.md): rnx50_g3x3_128_56_g32 0.0438 ms (1.19x cuDNN; ncu
+// 41 us, 24.7 M instructions), rnx50_g3x3_256_28_g32 0.0264 ms (1.23x), rnx50_g3x3_1024_7_g32 0.0168 ms (2 images
+// a block; 0.82x); the heuristic's kernel over ResNeXt-50's 7 grouped layers: geomean 0.89x cuDNN.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -73,7 +76,6 @@ struct GmPlan {
   int kwn = 1;         // n8 tiles a warp
   int tq_mul = 0;      // m / tq as (m * tq_mul) >> 16: exact for m < 128, tq <= 128 (checked for all)
   int img_mul = 0;     // m / (tp * tq) the same way (tp * tq <= 128)
-  bool pairs = false;  // the epilogue stores 2 channels as one 4-byte word (K even, dst 4-byte aligned)
   int bufs = 1;        // input tiles staged at once (2: the persistent kernel's next tile in flight)
   int64_t smem_in = 0, smem_w = 0, smem = 0, budget = 0;  // smem_in: one buffer
 };
@@ -140,29 +142,35 @@ __device__ __forceinline__ int gm_slot(const GmPlan& t, int img, int y, int x) {
 
 // Stage the input tile of each of the block's images whose first output is (n0, p0, q0) into s_in (zeros
 // outside the image, past C and past N), 16 bytes a piece: [image][ih][iw] pixels. Aligned: by cp.async
-// (the caller commits and waits), a thread's chunk fixed (kThreads is a multiple of kChunks) and its pixels
-// stepped with a carry, so no piece costs a division and all of a thread's pieces are in flight at once (a
-// load then a shared store a piece waited for each load in turn).
+// (the caller commits and waits), row by row, so that no piece costs a division or its own 64-bit row
+// offset and all of a thread's pieces are in flight at once (ncu: the loop that stepped each piece's pixel
+// with a carry took 74 instructions a piece, 18% of the kernel's at 128@56).
 template <typename T>
 __device__ __forceinline__ void gm_stage_input(const ConvDims& d, const GmPlan& t, bool aligned, const T* __restrict__ src,
                                                unsigned char* s_in, int64_t n0, int p0, int q0, int c0) {
   const int tid = threadIdx.x;
   const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
   if (aligned) {
-    const int c = tid % kChunks, ch = c0 + c * 8, pstep = kThreads / kChunks;
+    // a thread's chunk is fixed; its pixels are every kPx-th of each staged row, so that the row's global
+    // offset is computed once a row and a piece costs a multiply-add and its bounds test
+    constexpr int kPx = kThreads / kChunks;
+    const int c = tid % kChunks, ch = c0 + c * 8;
     const bool c_in = ch < d.c;  // C % 8 == 0: a chunk is all in or all out
-    const int dy = pstep / t.iw, dx = pstep - dy * t.iw, npix = t.nimg * t.ih * t.iw;
-    int pix = tid / kChunks, y = pix / t.iw, x = pix - y * t.iw, img = 0;
-    while (y >= t.ih) y -= t.ih, ++img;
-    for (; pix < npix; pix += pstep) {
-      const int h = h0 + y, w = w0 + x;
+    const uint32_t s_base = uint32_t(__cvta_generic_to_shared(s_in)) + uint32_t(c * 16);
+    for (int img = 0; img < t.nimg; ++img) {
       const int64_t n = n0 + img;
-      const bool ok = c_in && n < d.n && h >= 0 && h < d.h && w >= 0 && w < d.w;
-      cp_async16_zfill(s_in + gm_slot(t, img, y, x) * kPitch + c * 16,
-                       ok ? src + ((n * d.h + h) * d.w + w) * d.c + ch : src, ok);
-      x += dx, y += dy;
-      if (x >= t.iw) x -= t.iw, ++y;
-      while (y >= t.ih) y -= t.ih, ++img;
+      for (int y = 0; y < t.ih; ++y) {
+        const int h = h0 + y;
+        const bool row_ok = c_in && n < d.n && h >= 0 && h < d.h;
+        const int64_t row = (n * d.h + h) * d.w * d.c + ch;
+        const uint32_t s_row = s_base + uint32_t((img * t.ih + y) * t.iws * kPitch);
+        for (int x = tid / kChunks; x < t.iw; x += kPx) {
+          const int w = w0 + x;
+          const bool ok = row_ok && w >= 0 && w < d.w;
+          cp_async16(s_row + uint32_t(((x & (t.de - 1)) * t.wh + (x >> (t.de - 1))) * kPitch),
+                     ok ? src + row + int64_t(w) * d.c : src, ok);
+        }
+      }
     }
     return;
   }
@@ -188,37 +196,55 @@ __device__ __forceinline__ void gm_stage_input(const ConvDims& d, const GmPlan& 
 // channels a group the unit order (tap, channel) is KRSC's own, so a row is a copy of the filter's; merged
 // groups are spread block diagonally (a unit's channels of another group are zeros).
 // NOTE: one element a thread with the index arithmetic per element took longer than the convolution
-// (0.15 ms on rnx50_g3x3_128_56_g32, 0.13 on rnx50_g3x3_1024_7_g32): whole units a thread here.
+// (0.15 ms on rnx50_g3x3_128_56_g32, 0.13 on rnx50_g3x3_1024_7_g32): whole units a thread here, and for
+// merged groups one word load a unit (element loads and a division by the row length a unit were 10% of the
+// kernel's instructions at 128@56).
 template <typename T>
 __device__ __forceinline__ void gm_stage_filters(const ConvDims& d, const GmPlan& t, bool aligned, const T* __restrict__ wei,
                                                  unsigned char* s_w, unsigned char* s_zero, int* s_unit, int c0) {
   const int tid = threadIdx.x, RS = d.r * d.s, cg = d.cg, octs = t.cs / 8;
-  for (int i = tid; i < kBlockC * t.wstride; i += kThreads) {
-    const int nl = i / t.wstride, u = i - nl * t.wstride, k = c0 + nl;
-    if (aligned && cg >= 8) {  // (by cp.async too)
-      const bool ok = u < t.units && k < d.k;
-      cp_async16_zfill(s_w + i * 16, ok ? wei + int64_t(k) * RS * cg + u * 8 : wei, ok);
+  // kRowThreads threads a filter row, each every kRowThreads-th unit: no division by the row's length
+  constexpr int kRowThreads = kThreads / kBlockC;
+  const int nl = tid / kRowThreads, k = c0 + nl;
+  // merged groups (cg = 2 or 4): k's group's first channel within its 8-channel super-group, and its word
+  const int wpos = cg < 8 ? ((k & 7) & ~(cg - 1)) / 2 : 0;
+  for (int u = tid % kRowThreads; u < t.wstride; u += kRowThreads) {
+    unsigned char* s = s_w + (nl * t.wstride + u) * 16;
+    const bool ok = u < t.units && k < d.k;
+    if (cg >= 8 && aligned) {  // (by cp.async too)
+      cp_async16_zfill(s, ok ? wei + int64_t(k) * RS * cg + u * 8 : wei, ok);
       continue;
     }
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (u < t.units && k < d.k) {
-      if (cg >= 8) {
-        const T* g = wei + int64_t(k) * RS * cg + u * 8;
-        T e[8];
+    if (ok && cg >= 8) {
+      const T* g = wei + int64_t(k) * RS * cg + u * 8;
+      T e[8];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) e[j] = g[j];
-        memcpy(&v, e, 16);
+      for (int j = 0; j < 8; ++j) e[j] = g[j];
+      memcpy(&v, e, 16);
+    } else if (ok) {
+      // unit u = tap u of the 8-channel super-group holding k: k's cg channels (one 8- or 4-byte word pair or
+      // word of the filter) at word wpos, zeros for the other groups' channels
+      const T* g = wei + (int64_t(k) * RS + u) * cg;
+      uint32_t lo = 0, hi = 0;
+      if (aligned && cg == 4) {
+        const uint2 p = *reinterpret_cast<const uint2*>(g);
+        lo = p.x, hi = p.y;
+      } else if (aligned) {
+        lo = *reinterpret_cast<const uint32_t*>(g);
       } else {
-        // unit u = tap u of the 8-channel super-group holding k; its channels of k's group from the filter
-        const int first = (k / cg) * cg - (k / 8) * 8;  // k's group's first channel within the super-group
-        const T* g = wei + (int64_t(k) * RS + u) * cg;
-        T e[8];  // static indices: a runtime one put the array in local memory
+        T e[4];  // static indices: a runtime one put the array in local memory
 #pragma unroll
-        for (int j = 0; j < 8; ++j) e[j] = j >= first && j < first + cg ? g[j - first] : float_to_elem<T>(0.0f);
-        memcpy(&v, e, 16);
+        for (int j = 0; j < 4; ++j) e[j] = j < cg ? g[j] : float_to_elem<T>(0.0f);
+        memcpy(&lo, e, 4);
+        memcpy(&hi, e + 2, 4);
       }
+      v.x = wpos == 0 ? lo : 0u;
+      v.y = wpos == 1 ? lo : wpos == 0 && cg == 4 ? hi : 0u;
+      v.z = wpos == 2 ? lo : 0u;
+      v.w = wpos == 3 ? lo : wpos == 2 && cg == 4 ? hi : 0u;
     }
-    *reinterpret_cast<uint4*>(s_w + i * 16) = v;
+    *reinterpret_cast<uint4*>(s) = v;
   }
   if (tid < 4) reinterpret_cast<uint32_t*>(s_zero)[tid] = 0;
   // unit u (tap, 8-channel chunk) -> its byte offset from an output pixel's first staged slot; -1: padding
@@ -276,6 +302,96 @@ __device__ __forceinline__ void gm_multiply(float (&acc)[8 / kWN][kWN][4], const
   }
 }
 
+// The tile's outputs, for both kernels: apply_epilogue's arithmetic before the activation (alpha, bias, beta *
+// residual) on the accumulators in registers, the bias of the thread's channels loaded once, then the
+// activation over all of them at once (activate_all: one switch a thread), each value rounded once into s_out
+// (the tile's input buffer, free once multiplied: 128-byte pixels, 16-byte chunks XOR-swizzled with m % 8 so
+// that the 8 rows of a store fall on distinct banks), then written out 16 bytes a thread, consecutive threads
+// on consecutive chunks of a pixel. (ncu: the epilogue of one store and its switch per value took 40% of the
+// one-tile kernel's instructions at 128@56.) Every thread of the block calls it (it has a barrier); s_out
+// must be free (a barrier since the multiply). active: the warp has m16 tiles of the block's.
+template <typename T, int kWN>
+__device__ __forceinline__ void gm_epilogue(float (&acc)[8 / kWN][kWN][4], bool active, const ConvDims& d,
+                                            const GmPlan& t, const DeviceEpilogue<T>& epi, T* dst,
+                                            unsigned char* s_out, int64_t n0, int p0, int q0, int c0, int wm,
+                                            int n_base) {
+  constexpr int kWM = 8 / kWN;
+  const int tid = threadIdx.x, lane = tid % 32;
+  const int m_valid = int(min(int64_t(t.nimg), int64_t(d.n) - n0)) * min(t.tp, d.p - p0) * t.tq;
+  const int64_t first = ((n0 * d.p + p0) * d.q + q0) * d.k + c0;  // the tile's first output pixel's channel c0
+  const bool rows = t.tq == d.q;  // a tile is whole output rows (whole images where several): pixel m at first + m * K
+  // Output pixel m of the tile -> its channel c0 in dst; -1 past the image's last column.
+  auto out_at = [&](int m) -> int64_t {
+    if (rows) return first + int64_t(m) * d.k;
+    const int img = (m * t.img_mul) >> 16, mi = m - img * t.tp * t.tq;
+    const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq;
+    return q0 + px >= d.q ? -1 : (((n0 + img) * d.p + p0 + py) * d.q + q0 + px) * d.k + c0;
+  };
+  // Output pixels a buffer holds as staged outputs (128 bytes a pixel): at least the tile's (ih >= tp, iw >= tq).
+  const int out_rows = int(t.smem_in / kPixBytes);
+  if (active) {
+    // C fragment: lane l holds rows l / 4 and l / 4 + 8, columns 2 * (l % 4) + 0, 1 of each 16 x 8 tile.
+    float bias[kWN][2];
+#pragma unroll
+    for (int j = 0; j < kWN; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int k = c0 + n_base + j * 8 + 2 * (lane % 4) + e;
+        bias[j][e] = epi.bias && k < d.k ? elem_to_float<T>(epi.bias[k]) : 0.0f;
+      }
+#pragma unroll
+    for (int i = 0; i < kWM; ++i)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int m = (wm * kWM + i) * 16 + lane / 4 + hf * 8;
+        const int64_t o = epi.residual && m < m_valid ? out_at(m) : -1;  // read before s_out's copy writes it
+#pragma unroll
+        for (int j = 0; j < kWN; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int kl = n_base + j * 8 + 2 * (lane % 4) + e;  // channel within the block
+            float v = acc[i][j][hf * 2 + e] * epi.alpha;
+            if (epi.bias) v += bias[j][e];
+            if (o >= 0 && c0 + kl < d.k) v += epi.beta * elem_to_float<T>(epi.residual[o + kl]);
+            acc[i][j][hf * 2 + e] = v;
+          }
+      }
+    activate_all<kWM * kWN * 4>(epi.activation, &acc[0][0][0]);
+#pragma unroll
+    for (int i = 0; i < kWM; ++i)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int m = (wm * kWM + i) * 16 + lane / 4 + hf * 8;
+        if (m >= out_rows) continue;
+#pragma unroll
+        for (int j = 0; j < kWN; ++j) {
+          const int kl = n_base + j * 8 + 2 * (lane % 4);
+          Vec<T, 2> w;
+          w.v[0] = float_to_elem<T>(acc[i][j][hf * 2]);
+          w.v[1] = float_to_elem<T>(acc[i][j][hf * 2 + 1]);
+          *reinterpret_cast<Vec<T, 2>*>(s_out + m * kPixBytes + ((((kl >> 3) ^ m) & 7) << 4) + (kl & 7) * 2) = w;
+        }
+      }
+  }
+  __syncthreads();
+  const bool vec_out = (reinterpret_cast<uintptr_t>(dst) & 15) == 0;  // (K % 8 == 0: every pixel's row too)
+  for (int idx = tid; idx < m_valid * kChunks; idx += kThreads) {
+    const int m = idx / kChunks, c = idx % kChunks;
+    if (c0 + c * 8 >= d.k) continue;
+    const int64_t o = out_at(m);
+    if (o < 0) continue;
+    const uint4 v = *reinterpret_cast<const uint4*>(s_out + m * kPixBytes + (((c ^ m) & 7) << 4));
+    if (vec_out) {
+      *reinterpret_cast<uint4*>(dst + o + c * 8) = v;
+    } else {
+      T e[8];
+      memcpy(e, &v, 16);
+#pragma unroll
+      for (int x = 0; x < 8; ++x) dst[o + c * 8 + x] = e[x];
+    }
+  }
+}
+
 // Block: x = (image, tile row, tile column), y = 64-channel block; one tile a block.
 template <typename T, int kWN>
 __global__ void __launch_bounds__(kThreads, 4)
@@ -288,12 +404,18 @@ __global__ void __launch_bounds__(kThreads, 4)
   unsigned char* s_zero = s_w + t.smem_w;          // 16 bytes of zeros
   int* s_unit = reinterpret_cast<int*>(s_zero + 16);  // unit -> byte offset (tap, chunk); padding: -1
 
-  int64_t tile = blockIdx.x;
-  const int tq_i = int(tile % t.tiles_q);
-  tile /= t.tiles_q;
-  const int tp_i = int(tile % t.tiles_p);
-  const int64_t n0 = tile / t.tiles_p * t.nimg;  // the block's first image
-  const int p0 = tp_i * t.tp, q0 = tq_i * t.tq;
+  // the block's first image, output row and column (recomputed for the epilogue: fewer registers live
+  // across the multiply)
+  auto origin = [&](int64_t& n0, int& p0, int& q0) {
+    int tile = int(blockIdx.x);  // (fewer than 2^31 tiles: can_implement)
+    q0 = tile % t.tiles_q * t.tq;
+    tile /= t.tiles_q;
+    p0 = tile % t.tiles_p * t.tp;
+    n0 = int64_t(tile / t.tiles_p) * t.nimg;
+  };
+  int64_t n0;
+  int p0, q0;
+  origin(n0, p0, q0);
   const int c0 = blockIdx.y * kBlockC;  // first input = output channel of the block
   const int tid = threadIdx.x, cs = t.cs, octs = cs / 8;
 
@@ -305,47 +427,29 @@ __global__ void __launch_bounds__(kThreads, 4)
 
   const int warp = tid / 32, lane = tid % 32;
   const int wm = warp / (8 / kWN), wn = warp % (8 / kWN);
-  if (wm * kWM >= t.mtiles) return;
+  const bool active = wm * kWM < t.mtiles;
   const int n_base = wn * kWN * 8;          // the warp's first output channel in the block
   const int sgc = (n_base / cs) * octs;     // its super-group's first chunk in a staged pixel
   // pixels of this block: its images' (the last block may have fewer), or one tile's (the last tile row
   // may be short; one image a block then)
   const int m_valid = int(min(int64_t(t.nimg), int64_t(d.n) - n0)) * min(t.tp, d.p - p0) * t.tq;
 
-  int arow[kWM];
-#pragma unroll
-  for (int i = 0; i < kWM; ++i) arow[i] = gm_arow(d, t, (wm * kWM + i) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, m_valid);
-  const uint32_t in_addr = uint32_t(__cvta_generic_to_shared(s_in));
-  const uint32_t zero_addr = uint32_t(__cvta_generic_to_shared(s_zero));
-  const int b_row = n_base + (lane & 7) + ((lane >> 4) & 1) * 8, b_unit = (lane >> 3) & 1;
-  const uint32_t w_addr = uint32_t(__cvta_generic_to_shared(s_w)) + uint32_t((b_row * t.wstride + b_unit) * 16);
-
   float acc[kWM][kWN][4];
-  zero_fragments(acc);
-  gm_multiply<T, kWN>(acc, t, arow, s_unit, in_addr, zero_addr, w_addr, sgc);
-
-  // C fragment: lane l holds rows l / 4 and l / 4 + 8, columns 2 * (l % 4) + 0, 1 of each 16 x 8 tile.
+  if (active) {
+    int arow[kWM];
 #pragma unroll
-  for (int i = 0; i < kWM; ++i)
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int m = (wm * kWM + i) * 16 + lane / 4 + hf * 8;
-      if (m >= m_valid) continue;
-      int64_t o;
-      if (t.tq == d.q) {  // whole output rows (and whole images where several): pixel m is the tile's first + m
-        o = ((n0 * d.p + p0) * d.q + m) * d.k;
-      } else {
-        const int img = (m * t.img_mul) >> 16, mi = m - img * t.tp * t.tq;
-        const int py = (mi * t.tq_mul) >> 16, px = mi - py * t.tq, q = q0 + px;
-        if (q >= d.q) continue;
-        o = (((n0 + img) * d.p + p0 + py) * d.q + q) * d.k;
-      }
-#pragma unroll
-      for (int j = 0; j < kWN; ++j) {
-        const int k = c0 + n_base + j * 8 + 2 * (lane % 4);
-        if (k < d.k) store_pair(dst, epi, o, k, d.k, acc[i][j][hf * 2], acc[i][j][hf * 2 + 1], t.pairs);
-      }
-    }
+    for (int i = 0; i < kWM; ++i)
+      arow[i] = gm_arow(d, t, (wm * kWM + i) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, m_valid);
+    const uint32_t in_addr = uint32_t(__cvta_generic_to_shared(s_in));
+    const uint32_t zero_addr = uint32_t(__cvta_generic_to_shared(s_zero));
+    const int b_row = n_base + (lane & 7) + ((lane >> 4) & 1) * 8, b_unit = (lane >> 3) & 1;
+    const uint32_t w_addr = uint32_t(__cvta_generic_to_shared(s_w)) + uint32_t((b_row * t.wstride + b_unit) * 16);
+    zero_fragments(acc);
+    gm_multiply<T, kWN>(acc, t, arow, s_unit, in_addr, zero_addr, w_addr, sgc);
+  }
+  __syncthreads();  // every warp has read the input tile: its buffer takes the outputs
+  origin(n0, p0, q0);
+  gm_epilogue<T, kWN>(acc, active, d, t, epi, dst, s_in, n0, p0, q0, blockIdx.y * kBlockC, wm, n_base);
 }
 
 }  // namespace
@@ -362,9 +466,10 @@ namespace {
 // The heuristic's kernel: the persistent one where a group has 16 or more channels (filters of 18 KiB and
 // more a block, staged once instead of once a tile) and its plan keeps the one-tile kernel's images a tile;
 // the one-tile kernel elsewhere. Measured on ResNeXt-50's grouped layers (H200, bf16, batch 32, docs/perf.md
-// 2026-12-04): the persistent kernel 1.05-1.21x the one-tile kernel at 16 and 32 channels a group (512@28
-// stride 2, 512@14, 1024@7), 0.84-0.96x at 8 channels (256@56 stride 2, 256@28), 1.04x at 4 (128@56), and
-// 0.66x at 1024@14 stride 2 (its two input tiles fit one image a tile where the one-tile kernel takes two).
+// 2026-12-04, since both share gm_epilogue): the persistent kernel 0.98-1.04x the one-tile kernel at 16 and
+// 32 channels a group (512@28 stride 2, 512@14, 1024@7), 0.80-0.86x at 4 and 8 channels (128@56, 256@56
+// stride 2, 256@28), and 0.69x at 1024@14 stride 2 (its two input tiles fit one image a tile where the
+// one-tile kernel takes two).
 bool heuristic_pipe(const Conv2dProblem& pb, const GmPlan& pipe, const GmPlan& tile) {
   return pipe.smem <= kPipeBudget && pb.c_per_group() >= 16 && pipe.nimg == tile.nimg;
 }
@@ -391,8 +496,6 @@ void launch_wn(const ConvCall& call, const GmPlan& t) {
   const Conv2dProblem& pb = call.problem;
   const ConvDims d = make_dims(pb);
   const unsigned cblocks = unsigned((pb.c + kBlockC - 1) / kBlockC);
-  GmPlan plan = t;
-  plan.pairs = pb.k % 2 == 0 && reinterpret_cast<uintptr_t>(call.dst.data) % 4 == 0;
   const bool aligned = reinterpret_cast<uintptr_t>(call.src.data) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(call.wei.data) % 16 == 0;
   const auto src = static_cast<const T*>(call.src.data);
@@ -407,14 +510,14 @@ void launch_wn(const ConvCall& call, const GmPlan& t) {
     // as many blocks as are resident at once, shared by the channel blocks
     const int64_t slots = int64_t(blocks_per_sm(kp, kThreads, t.smem)) * sm_count_of_current_device();
     const int64_t per_cblock = std::clamp<int64_t>((slots + cblocks - 1) / cblocks, 1, tiles);
-    kernel<<<dim3(unsigned(per_cblock), cblocks), kThreads, t.smem, as_stream(call.stream)>>>(d, plan, aligned, src, wei,
+    kernel<<<dim3(unsigned(per_cblock), cblocks), kThreads, t.smem, as_stream(call.stream)>>>(d, t, aligned, src, wei,
                                                                                                 dst, epi);
     CK_LAUNCH("grouped_mma_pipe_kernel");
     return;
   }
   opt_in_dynamic_smem(reinterpret_cast<const void*>(grouped_mma_kernel<T, kWN>), t.smem);
   grouped_mma_kernel<T, kWN><<<dim3(unsigned(tiles), cblocks), kThreads, t.smem, as_stream(call.stream)>>>(
-      d, plan, aligned, src, wei, dst, epi);
+      d, t, aligned, src, wei, dst, epi);
   CK_LAUNCH("grouped_mma_kernel");
 }
 
