@@ -16,8 +16,8 @@ TF32 off). Variants:
                 first call instead of the heuristic's (the first forward, untimed; set CONVKIT_TUNE_CACHE=off
                 to tune afresh)
   fuse_compile  torch.compile(convkit.fuse(model))
-  fuse_linears  convkit.fuse(model, linears=True): ConvNeXt's Linears too, as 1x1 convolutions with GELU, the
-                layer scale and the residual in the epilogue
+  fuse_nolinears convkit.fuse(model, linears=False): ConvNeXt's Linears left to torch (cuBLAS, then PyTorch's
+                GELU, scale and add) instead of 1x1 convolutions with those in the epilogue (fuse's default)
   graph         CUDA-graph replays: torch.compile(mode="reduce-overhead") for PyTorch and a captured
                 torch.cuda.CUDAGraph of convkit.fuse(model)
 Each row: median ms (triton.testing.do_bench, L2 flushed), the speed-up over eager PyTorch, and the output's
@@ -178,9 +178,9 @@ def run_one(name, dt, batch, variants, max_autotune, profiled=False, plans=False
         with torch.no_grad():
             ft(x)
         add("convkit fuse autotune", lambda: ft(x), f"tuning {time.time() - t0:.0f} s", module=ft)
-    if "fuse_linears" in variants:
-        fl = convkit.fuse(model, memory_format=fmt, linears=True)
-        add("convkit fuse linears", lambda: fl(x), f"{fl.convkit_summary.linears} linears")
+    if "fuse_nolinears" in variants:
+        fl = convkit.fuse(model, memory_format=fmt, linears=False)
+        add("convkit fuse, Linears to torch", lambda: fl(x), f"{fl.convkit_summary.linears} linears")
     if "fuse_compile" in variants:
         fc, s = compiled(fused)
         add("compile(convkit fuse)", lambda: fc(x), f"compile {s:.0f} s")

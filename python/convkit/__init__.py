@@ -10,7 +10,8 @@
     convkit.plan(x, w, padding=1)                          # ("cuda_igemm_wgmma", "nhwc"): what conv2d would run,
                                                            # with .variant and .source ("tune cache"/"heuristic")
 
-The operators are torch.ops.convkit.{conv2d, conv2d_per_sample, max_pool2d, vector_add, silu, csr_matvec}; they have
+The operators are torch.ops.convkit.{conv2d, conv2d_per_sample, max_pool2d, channel_mean, scale_channels,
+layer_norm_last, vector_add, silu, csr_matvec}; they have
 fake (meta) implementations for torch.compile and autograd formulas (see docs/pytorch.md).
 """
 import torch  # noqa: F401  (loads libtorch before the extension)
@@ -20,9 +21,9 @@ from . import _meta  # noqa: F401  (fake implementations)
 from . import _autograd  # noqa: F401  (backward formulas)
 from . import nn
 from ._fuse import FusedConv2d, FusedLinear, FuseSummary, fuse
-from .ops import (Plan, channel_mean, conv2d, conv2d_per_sample, csr_matvec, max_pool2d, plan, scale_channels, silu,
-                  vector_add)
+from .ops import (Plan, channel_mean, conv2d, conv2d_per_sample, csr_matvec, layer_norm, max_pool2d, plan,
+                  scale_channels, silu, vector_add)
 
 __all__ = ["conv2d", "conv2d_per_sample", "plan", "Plan", "fuse", "FusedConv2d", "FusedLinear", "FuseSummary", "vector_add", "silu",
-           "csr_matvec", "max_pool2d", "channel_mean", "scale_channels", "nn"]
+           "csr_matvec", "max_pool2d", "channel_mean", "scale_channels", "layer_norm", "nn"]
 __version__ = "0.1.0"

@@ -37,11 +37,10 @@ convolution over x, and becomes one (convkit.FusedLinear, on the same memory: no
     linear -> [permute(0, 3, 1, 2)] -> [mul(scale)] -> [add(other)] -> [activation]
 
 where the scale is a parameter or buffer of shape (K, 1, 1) after the permute (ConvNeXt's layer_scale) or (K,)
-before it, folded into the weight and bias in float32. This rewrite is off by default (linears=True turns it
-on): convkit's 1x1 kernels reach 9-14% of the memory floor on ConvNeXt's widening layers (C -> 4C, GELU),
-where cuBLAS's GEMM and a separate GELU kernel run 1.7-2x faster, and the narrowing ones (4C -> C, the scale and
-the residual) only tie it, so ConvNeXt-T ran slower with it (docs/perf.md, 2026-12-03). On CUDA in float32 a
-FusedLinear computes with torch's Linear (cuBLAS) and PyTorch's epilogue ops, which measured faster there too
+before it, folded into the weight and bias in float32. This rewrite is on by default (linears=False leaves the
+Linears to torch): with cuda_igemm_wgmma on the Linears and the LayerNorms on convkit, the fused ConvNeXt-T ran
+faster with it on the H200 (docs/perf.md, 2026-12-04). On CUDA in float32 a FusedLinear computes with torch's
+Linear (cuBLAS) and PyTorch's epilogue ops, which measured faster there
 (FusedLinear.torch_for_cuda_f32); in 16-bit types and on the CPU it is convkit's convolution.
 ConvTranspose2d, the other Linears and everything else stay as they were; convolutions that nothing fuses with
 still become convkit convolutions. convkit.FusedConv2d is the module that replaces a chain.
@@ -52,6 +51,10 @@ convkit.nn.AdaptiveAvgPool2d (convkit.channel_mean) and the product `x * s` of a
 computed from its mean becomes convkit.nn.scale_channels: channels-last kernels that read and write at the copy
 rate where torch's reduction and broadcasting mul do not. Both compute torch's function for every input
 (other shapes and layouts, and a gradient, run torch's).
+
+LayerNorm over the channels (nn.LayerNorm over the last dimension of ConvNeXt's channels-last activations, and
+F.layer_norm, which torchvision's and timm's LayerNorm2d trace to) becomes convkit.nn.LayerNorm /
+convkit.nn.layer_norm: a kernel with a few lanes a row, where torch's gives each row of 96-768 channels a block.
 
 Training mode is refused (RuntimeError): BatchNorm's statistics move while training, so no fold is valid.
 The fused model owns copies of the weights: call fuse again after the original's weights change.
@@ -243,6 +246,11 @@ class FuseSummary:
         return sum(e.fused[:1] == ["avgpool"] for e in self.entries)
 
     @property
+    def layer_norms(self):
+        """LayerNorms over the channels (nn.LayerNorm, F.layer_norm, LayerNorm2d) now convkit.layer_norm."""
+        return sum(e.fused[:1] == ["layernorm"] for e in self.entries)
+
+    @property
     def channel_scales(self):
         """Squeeze-excitation products x * s now convkit.nn.scale_channels."""
         return sum(e.fused[:1] == ["scale"] for e in self.entries)
@@ -258,6 +266,8 @@ class FuseSummary:
         pools = f"; {self.pools} max pools without indices" if self.pools else ""
         if self.mean_pools or self.channel_scales:
             pools += f"; {self.mean_pools} mean pools and {self.channel_scales} squeeze-excitation scales by convkit"
+        if self.layer_norms:
+            pools += f"; {self.layer_norms} LayerNorms by convkit"
         lines = [f"convkit.fuse: {self.convs} convolutions{lin}; {self.bn_folded} BatchNorms folded, "
                  f"{self.activations} activations and {self.residuals} residual adds in the epilogue{pools}"]
         w = max([len(e.where) for e in self.entries + self.left] + [8])
@@ -640,6 +650,16 @@ def _fuse_channel_scales(gm, summary):
                 break
 
 
+def _fuse_layer_norms(gm, summary):
+    """F.layer_norm over the last dimension alone (what torchvision's and timm's LayerNorm2d trace to: a permute
+    to channels-last, the norm, a permute back) -> convkit.nn.layer_norm; the module form is swapped after the
+    pass (_swap_layer_norms)."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is F.layer_norm and _is_lastdim_norm(gm, node):
+            node.target = cnn.layer_norm
+            summary.entries.append(FuseEntry(node.name, ["layernorm"], "F.layer_norm by convkit.layer_norm"))
+
+
 def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) -> FuseSummary:
     summary = FuseSummary()
     g = gm.graph
@@ -701,6 +721,7 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
     if linears:
         _fuse_linears(gm, algo, memory_format, summary)
     _fuse_channel_scales(gm, summary)
+    _fuse_layer_norms(gm, summary)
     # Everything else that was left, with its reason.
     for node in g.nodes:
         m = _module(gm, node)
@@ -775,14 +796,14 @@ def _fuse_module(m, algo, memory_format, prefix, summary, linears=False):
 
 
 def fuse(model: torch.nn.Module, algo: str = "auto", memory_format: Optional[torch.memory_format] = None,
-         inplace: bool = False, linears: bool = False) -> torch.nn.Module:
+         inplace: bool = False, linears: bool = True) -> torch.nn.Module:
     """A copy of the eval-mode `model` with BatchNorm, activations and residual adds folded into convkit
     convolutions (see the module docstring). Its `convkit_summary` attribute says what was fused and what was
     left, with the reason. algo: as convkit.conv2d's, for every fused convolution. memory_format=
     torch.channels_last stores the weights KRSC (what channels_last inputs want). inplace=True works on `model`
-    itself instead of a deep copy (its children may then be replaced). linears=True also runs every nn.Linear
-    on a 4-D channels-last activation (ConvNeXt's MLP) as a 1x1 convolution with its epilogue (FusedLinear);
-    off by default, as it measured slower with today's kernels (the module docstring).
+    itself instead of a deep copy (its children may then be replaced). linears (on by default) also runs every
+    nn.Linear on a 4-D channels-last activation (ConvNeXt's MLP) as a 1x1 convolution with its epilogue
+    (FusedLinear); linears=False leaves them to torch (the module docstring).
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"convkit.fuse: expected a torch.nn.Module, got {type(model).__name__}.")
@@ -797,6 +818,7 @@ def fuse(model: torch.nn.Module, algo: str = "auto", memory_format: Optional[tor
     out = _fuse_module(m, algo, memory_format, "", summary, linears)
     _swap_max_pools(out, summary)
     _swap_mean_pools(out, summary)
+    _swap_layer_norms(out, summary)
     out.convkit_summary = summary
     return out
 
@@ -822,3 +844,15 @@ def _swap_mean_pools(model, summary):
         parent, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, leaf, cnn.AdaptiveAvgPool2d.from_torch(mod))
         summary.entries.append(FuseEntry(name, ["avgpool"], "the mean over H and W by convkit.channel_mean"))
+
+
+def _swap_layer_norms(model, summary):
+    """Every nn.LayerNorm over one (the last) dimension becomes convkit.nn.LayerNorm (convkit.layer_norm where no
+    gradient is needed): torch's kernel gives each row a block of its own, which on ConvNeXt's 96-768 channels
+    runs at a few percent of the copy rate (docs/perf.md)."""
+    for name, mod in list(model.named_modules()):
+        if type(mod) is not torch.nn.LayerNorm or len(mod.normalized_shape) != 1 or not name:
+            continue
+        parent, _, leaf = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, leaf, cnn.LayerNorm.from_torch(mod))
+        summary.entries.append(FuseEntry(name, ["layernorm"], "nn.LayerNorm by convkit.layer_norm"))

@@ -85,3 +85,8 @@ def _channel_mean_fake(x):
 @torch.library.register_fake("convkit::scale_channels")
 def _scale_channels_fake(x, s):
     return x * s
+
+
+@torch.library.register_fake("convkit::layer_norm_last")
+def _layer_norm_last_fake(x, weight, bias, eps):
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], weight, bias, eps)

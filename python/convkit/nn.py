@@ -169,6 +169,34 @@ def scale_channels(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return ops.scale_channels(x, s)
 
 
+def layer_norm(x: torch.Tensor, normalized_shape, weight: Optional[torch.Tensor] = None,
+               bias: Optional[torch.Tensor] = None, eps: float = 1e-5) -> torch.Tensor:
+    """F.layer_norm(x, normalized_shape, weight, bias, eps), by convkit.layer_norm where normalized_shape is x's
+    last dimension alone and no gradient is needed; torch's otherwise. convkit.fuse calls it in place of
+    F.layer_norm (torchvision's and timm's LayerNorm2d trace to it)."""
+    shape = tuple(normalized_shape) if isinstance(normalized_shape, (tuple, list, torch.Size)) else (normalized_shape,)
+    if (len(shape) != 1 or x.dim() < 1 or x.shape[-1] != shape[0] or
+            (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)))):
+        return F.layer_norm(x, normalized_shape, weight, bias, eps)
+    return ops.layer_norm(x, weight, bias, eps)
+
+
+class LayerNorm(torch.nn.LayerNorm):
+    """nn.LayerNorm that runs convkit.layer_norm where it normalizes over the last dimension alone and no
+    gradient is needed, torch's otherwise. convkit.fuse puts it in place of such nn.LayerNorm modules (ConvNeXt's
+    blocks, where torch's kernel takes a block a row: 0.84 of a fused ConvNeXt-T's 2.7 ms on the H200)."""
+
+    @classmethod
+    def from_torch(cls, module: torch.nn.LayerNorm):
+        new = cls(module.normalized_shape, module.eps, module.elementwise_affine, bias=module.bias is not None,
+                  device="meta")
+        new.weight, new.bias = module.weight, module.bias  # the same parameters (fuse works on its own copy)
+        return new.train(module.training)
+
+    def forward(self, x):
+        return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
 def convert(model: torch.nn.Module, algo: str = "auto",
             memory_format: Optional[torch.memory_format] = None) -> torch.nn.Module:
     """Replaces every torch.nn.Conv2d in `model` (in place, recursively) with convkit.nn.Conv2d; returns model.

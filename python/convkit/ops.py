@@ -180,3 +180,12 @@ def scale_channels(x: Tensor, s: Tensor) -> Tensor:
     mul. On CUDA a channels_last float32, float16 or bfloat16 x whose channels fill 16-byte vectors, with s of x's
     dtype, runs convkit's kernel; anything else (other shapes: broadcasting) runs torch's mul."""
     return torch.ops.convkit.scale_channels(x, s)
+
+
+def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
+    """F.layer_norm(x, x.shape[-1:], weight, bias, eps) without a gradient (inference): the LayerNorm over the last
+    dimension (ConvNeXt's norm over the channels of a channels-last activation). On CUDA a contiguous float32,
+    float16 or bfloat16 x whose rows fill 16-byte vectors (C * element size a multiple of 16, up to 2048 16-bit or
+    1024 float32 channels), with weight and bias of x's dtype, runs convkit's kernel (a few lanes a row, the row in
+    registers; equal to torch's within the rounding of the sums' order); anything else runs torch's."""
+    return torch.ops.convkit.layer_norm_last(x, weight, bias, float(eps))

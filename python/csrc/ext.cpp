@@ -605,6 +605,10 @@ TORCH_LIBRARY(convkit, m) {
   // CUDA channels-last 16-byte-vector kernels, else torch's own.
   m.def("channel_mean(Tensor x) -> Tensor");
   m.def("scale_channels(Tensor x, Tensor s) -> Tensor");
+  // torch's layer_norm(x, x.shape[-1:], weight, bias, eps) (convkit.nn.LayerNorm and LayerNorm2d, which
+  // convkit.fuse puts in models: ConvNeXt's norms): on CUDA a kernel with a few lanes a row for a contiguous x,
+  // else torch's own.
+  m.def("layer_norm_last(Tensor x, Tensor? weight, Tensor? bias, float eps) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(convkit, CPU, m) {
@@ -619,6 +623,11 @@ TORCH_LIBRARY_IMPL(convkit, CPU, m) {
                           at::IntArrayRef d, bool ceil_mode) { return at::max_pool2d(x, k, s, p, d, ceil_mode); });
   m.impl("channel_mean", [](const at::Tensor& x) { return at::adaptive_avg_pool2d(x, {1, 1}); });
   m.impl("scale_channels", [](const at::Tensor& x, const at::Tensor& s) { return at::mul(x, s); });
+  m.impl("layer_norm_last", [](const at::Tensor& x, const c10::optional<at::Tensor>& w,
+                               const c10::optional<at::Tensor>& b, double eps) {
+    TORCH_CHECK(x.dim() >= 1, "convkit.layer_norm: x needs at least one dimension.");
+    return at::layer_norm(x, {x.size(-1)}, w, b, eps);
+  });
 }
 
 namespace convkit_ext {

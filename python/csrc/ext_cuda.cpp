@@ -160,6 +160,35 @@ at::Tensor scale_channels_cuda(const at::Tensor& x, const at::Tensor& s) {
   return y;
 }
 
+// torch's layer_norm(x, {C}, w, b, eps) over the last dimension C of x: the rows kernel for a contiguous,
+// 16-byte aligned f32/f16/bf16 x whose rows fill 16-byte vectors, with w and b of x's dtype (or absent); torch's
+// own (and its errors) for anything else.
+at::Tensor layer_norm_last_cuda(const at::Tensor& x, const c10::optional<at::Tensor>& w,
+                                const c10::optional<at::Tensor>& b, double eps) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  TORCH_CHECK(x.dim() >= 1, "convkit.layer_norm: x needs at least one dimension.");
+  const int64_t C = x.size(-1);
+  const auto fallback = [&] { return at::layer_norm(x, {C}, w, b, eps); };
+  const at::ScalarType t = x.scalar_type();
+  if (!(t == at::kFloat || t == at::kHalf || t == at::kBFloat16) || !x.is_contiguous() || x.numel() == 0 ||
+      !layer_norm_rows_takes(kind_of(t), C) || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0)
+    return fallback();
+  for (const auto* p : {&w, &b})
+    if (p->has_value() && (*p)->defined()) {
+      const at::Tensor& v = **p;
+      if (!v.is_cuda() || v.device() != x.device() || v.scalar_type() != t || v.dim() != 1 || v.size(0) != C ||
+          !v.is_contiguous() || reinterpret_cast<uintptr_t>(v.data_ptr()) % 16 != 0)
+        return fallback();
+    }
+  const auto ptr = [](const c10::optional<at::Tensor>& v) -> const void* {
+    return v.has_value() && v->defined() ? v->data_ptr() : nullptr;
+  };
+  at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
+  cuda_layer_norm_rows(kind_of(t), x.data_ptr(), ptr(w), ptr(b), y.data_ptr(), x.numel() / C, C, float(eps),
+                       current_stream());
+  return y;
+}
+
 }  // namespace
 }  // namespace convkit_ext
 
@@ -174,4 +203,5 @@ TORCH_LIBRARY_IMPL(convkit, CUDA, m) {
   m.impl("max_pool2d", &convkit_ext::max_pool2d_cuda);
   m.impl("channel_mean", &convkit_ext::channel_mean_cuda);
   m.impl("scale_channels", &convkit_ext::scale_channels_cuda);
+  m.impl("layer_norm_last", &convkit_ext::layer_norm_last_cuda);
 }

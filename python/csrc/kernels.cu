@@ -1,5 +1,5 @@
-// CUDA kernels of the extension's example ops (vector_add, silu, csr_matvec) and of max_pool2d, channel_mean and
-// scale_channels. Grid-stride loops (64-bit indices, or int where the sizes fit); every launch is checked and
+// CUDA kernels of the extension's example ops (vector_add, silu, csr_matvec) and of max_pool2d, channel_mean,
+// scale_channels and layer_norm_last. Grid-stride loops (64-bit indices, or int where the sizes fit); every launch is checked and
 // enqueued on the caller's (PyTorch's current) stream.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -190,6 +190,82 @@ __global__ void scale_channels_nhwc_kernel(const T* __restrict__ x, const T* __r
   }
 }
 
+// LayerNorm over the last dimension of a contiguous [rows, C] tensor (torch's layer_norm(x, {C}, w, b, eps):
+// ConvNeXt's norm on channels-last activations, where torch's kernel gives each row of 96-768 channels a
+// block of its own). A group of L lanes a row (L = 4, 8, 16 or 32, the fewest that leave a lane at most 4 of
+// the row's 16-byte vectors, or 8 at L = 32), 32 / L rows a warp; the row stays in registers: its mean, then
+// the sum of squared deviations from it (two passes over the registers), each reduced by shuffles inside the
+// group; y = (x - mean) * rstd * w + b in float, rounded once. A warp's rows advance together (r0 is the
+// same for its 32 lanes), so every shuffle has the whole warp.
+template <typename T, int L>
+__global__ void layer_norm_rows_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                                       T* __restrict__ y, int64_t rows, int c, float eps) {
+  constexpr int V = 16 / sizeof(T), kMax = L == 32 ? 8 : 4;
+  const int vecs = c / V, lane = threadIdx.x % L;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r0 = (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * (32 / L); r0 < rows;
+       r0 += warps * (32 / L)) {
+    const int64_t r = r0 + (threadIdx.x % 32) / L;
+    const bool ok = r < rows;
+    uint4 raw[kMax];
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMax; ++j) {
+      const int v = j * L + lane;
+      raw[j] = make_uint4(0, 0, 0, 0);
+      if (ok && v < vecs) raw[j] = *reinterpret_cast<const uint4*>(x + r * c + int64_t(v) * V);
+      T e[V];
+      memcpy(e, &raw[j], 16);
+#pragma unroll
+      for (int i = 0; i < V; ++i) sum += load(e[i]);
+    }
+#pragma unroll
+    for (int o = L / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float mean = sum / float(c);
+    float sq = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMax; ++j) {
+      if (j * L + lane >= vecs) continue;
+      T e[V];
+      memcpy(e, &raw[j], 16);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float d = load(e[i]) - mean;
+        sq += d * d;
+      }
+    }
+#pragma unroll
+    for (int o = L / 2; o > 0; o /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    const float rstd = rsqrtf(sq / float(c) + eps);
+    if (!ok) continue;
+#pragma unroll
+    for (int j = 0; j < kMax; ++j) {
+      const int v = j * L + lane;
+      if (v >= vecs) continue;
+      T e[V], we[V], be[V], out[V];
+      memcpy(e, &raw[j], 16);
+      if (w) {
+        const uint4 rw = *reinterpret_cast<const uint4*>(w + int64_t(v) * V);
+        memcpy(we, &rw, 16);
+      }
+      if (b) {
+        const uint4 rb = *reinterpret_cast<const uint4*>(b + int64_t(v) * V);
+        memcpy(be, &rb, 16);
+      }
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        float f = (load(e[i]) - mean) * rstd;
+        if (w) f *= load(we[i]);
+        if (b) f += load(be[i]);
+        out[i] = store<T>(f);
+      }
+      uint4 ro;
+      memcpy(&ro, out, 16);
+      *reinterpret_cast<uint4*>(y + r * c + int64_t(v) * V) = ro;
+    }
+  }
+}
+
 template <typename F>
 void by_kind(Kind k, F&& f) {
   switch (k) {
@@ -313,6 +389,43 @@ void cuda_scale_channels_nhwc(Kind kind, const void* x, const void* s, void* y, 
     }
   });
   check_launch("scale_channels_nhwc_kernel");
+}
+
+namespace {
+// lanes a row for C channels of `elem` bytes (0: more than 8 vectors a lane at 32 lanes)
+int layer_norm_lanes(int64_t c, int64_t elem) {
+  const int64_t vecs = c * elem / 16;
+  return vecs <= 16 ? 4 : vecs <= 32 ? 8 : vecs <= 64 ? 16 : vecs <= 256 ? 32 : 0;
+}
+}  // namespace
+
+bool layer_norm_rows_takes(Kind kind, int64_t c) {
+  const int64_t elem = kind == Kind::f32 ? 4 : 2;
+  return (kind == Kind::f32 || kind == Kind::f16 || kind == Kind::bf16) && c > 0 && (c * elem) % 16 == 0 &&
+         layer_norm_lanes(c, elem) > 0;
+}
+
+void cuda_layer_norm_rows(Kind kind, const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t c,
+                          float eps, void* stream) {
+  by_kind(kind, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+      const int lanes = layer_norm_lanes(c, sizeof(T));
+      const auto st = static_cast<cudaStream_t>(stream);
+      const unsigned grid = grid_for(rows, 256 / lanes);
+      const auto launch = [&](auto kernel) {
+        kernel<<<grid, 256, 0, st>>>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
+                                     static_cast<T*>(y), rows, int(c), eps);
+      };
+      switch (lanes) {
+        case 4: launch(layer_norm_rows_kernel<T, 4>); break;
+        case 8: launch(layer_norm_rows_kernel<T, 8>); break;
+        case 16: launch(layer_norm_rows_kernel<T, 16>); break;
+        default: launch(layer_norm_rows_kernel<T, 32>); break;
+      }
+    }
+  });
+  check_launch("layer_norm_rows_kernel");
 }
 
 }  // namespace convkit_ext

@@ -1,5 +1,5 @@
-// The extension's own small CUDA kernels (the seed's example ops, and the max pooling, channel means and
-// channel scaling convkit.fuse puts in models; not convolutions): plain pointers, no torch types, so kernels.cu
+// The extension's own small CUDA kernels (the seed's example ops, and the max pooling, channel means, channel
+// scaling and LayerNorm convkit.fuse puts in models; not convolutions): plain pointers, no torch types, so kernels.cu
 // compiles quickly with nvcc.
 #pragma once
 
@@ -34,5 +34,12 @@ void cuda_channel_mean_nhwc(Kind kind, const void* x, float* partial, void* y, i
 // same alignment rules).
 void cuda_scale_channels_nhwc(Kind kind, const void* x, const void* s, void* y, int64_t n, int64_t hw, int64_t c,
                               void* stream);
+
+// torch's layer_norm(x, {c}, w, b, eps) over the last dimension of a contiguous [rows, c] x (f32, f16 or bf16;
+// w and b of x's type, each null or c values; every pointer 16-byte aligned). layer_norm_rows_takes says which c
+// the kernel holds in registers: c * element size a multiple of 16, at most 2048 16-bit or 1024 f32 channels.
+bool layer_norm_rows_takes(Kind kind, int64_t c);
+void cuda_layer_norm_rows(Kind kind, const void* x, const void* w, const void* b, void* y, int64_t rows, int64_t c,
+                          float eps, void* stream);
 
 }  // namespace convkit_ext
