@@ -302,6 +302,20 @@ __device__ __forceinline__ void gm_multiply(float (&acc)[8 / kWN][kWN][4], const
   }
 }
 
+// The first image, output row and column of tile `tile` (image, tile row, tile column; the column fastest).
+__device__ __forceinline__ void gm_origin(const GmPlan& t, int tile, int64_t& n0, int& p0, int& q0) {
+  q0 = tile % t.tiles_q * t.tq;
+  tile /= t.tiles_q;
+  p0 = tile % t.tiles_p * t.tp;
+  n0 = int64_t(tile / t.tiles_p) * t.nimg;
+}
+
+// The output pixels of the tile at (n0, p0): its images' (the last tile may have fewer), or one tile's (the
+// last tile row may be short; one image a tile then).
+__device__ __forceinline__ int gm_valid_pixels(const ConvDims& d, const GmPlan& t, int64_t n0, int p0) {
+  return int(min(int64_t(t.nimg), int64_t(d.n) - n0)) * min(t.tp, d.p - p0) * t.tq;
+}
+
 // The tile's outputs, for both kernels: apply_epilogue's arithmetic before the activation (alpha, bias, beta *
 // residual) on the accumulators in registers, the bias of the thread's channels loaded once, then the
 // activation over all of them at once (activate_all: one switch a thread), each value rounded once into s_out
@@ -317,7 +331,7 @@ __device__ __forceinline__ void gm_epilogue(float (&acc)[8 / kWN][kWN][4], bool 
                                             int n_base) {
   constexpr int kWM = 8 / kWN;
   const int tid = threadIdx.x, lane = tid % 32;
-  const int m_valid = int(min(int64_t(t.nimg), int64_t(d.n) - n0)) * min(t.tp, d.p - p0) * t.tq;
+  const int m_valid = gm_valid_pixels(d, t, n0, p0);
   const int64_t first = ((n0 * d.p + p0) * d.q + q0) * d.k + c0;  // the tile's first output pixel's channel c0
   const bool rows = t.tq == d.q;  // a tile is whole output rows (whole images where several): pixel m at first + m * K
   // Output pixel m of the tile -> its channel c0 in dst; -1 past the image's last column.
@@ -404,18 +418,9 @@ __global__ void __launch_bounds__(kThreads, 4)
   unsigned char* s_zero = s_w + t.smem_w;          // 16 bytes of zeros
   int* s_unit = reinterpret_cast<int*>(s_zero + 16);  // unit -> byte offset (tap, chunk); padding: -1
 
-  // the block's first image, output row and column (recomputed for the epilogue: fewer registers live
-  // across the multiply)
-  auto origin = [&](int64_t& n0, int& p0, int& q0) {
-    int tile = int(blockIdx.x);  // (fewer than 2^31 tiles: can_implement)
-    q0 = tile % t.tiles_q * t.tq;
-    tile /= t.tiles_q;
-    p0 = tile % t.tiles_p * t.tp;
-    n0 = int64_t(tile / t.tiles_p) * t.nimg;
-  };
   int64_t n0;
   int p0, q0;
-  origin(n0, p0, q0);
+  gm_origin(t, int(blockIdx.x), n0, p0, q0);  // (fewer than 2^31 tiles: can_implement)
   const int c0 = blockIdx.y * kBlockC;  // first input = output channel of the block
   const int tid = threadIdx.x, cs = t.cs, octs = cs / 8;
 
@@ -430,9 +435,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   const bool active = wm * kWM < t.mtiles;
   const int n_base = wn * kWN * 8;          // the warp's first output channel in the block
   const int sgc = (n_base / cs) * octs;     // its super-group's first chunk in a staged pixel
-  // pixels of this block: its images' (the last block may have fewer), or one tile's (the last tile row
-  // may be short; one image a block then)
-  const int m_valid = int(min(int64_t(t.nimg), int64_t(d.n) - n0)) * min(t.tp, d.p - p0) * t.tq;
+  const int m_valid = gm_valid_pixels(d, t, n0, p0);
 
   float acc[kWM][kWN][4];
   if (active) {
@@ -448,8 +451,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     gm_multiply<T, kWN>(acc, t, arow, s_unit, in_addr, zero_addr, w_addr, sgc);
   }
   __syncthreads();  // every warp has read the input tile: its buffer takes the outputs
-  origin(n0, p0, q0);
-  gm_epilogue<T, kWN>(acc, active, d, t, epi, dst, s_in, n0, p0, q0, blockIdx.y * kBlockC, wm, n_base);
+  gm_epilogue<T, kWN>(acc, active, d, t, epi, dst, s_in, n0, p0, q0, c0, wm, n_base);
 }
 
 }  // namespace

@@ -40,19 +40,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const int ntiles = t.tiles_n * t.tiles_p * t.tiles_q;  // under 2^31 (can_implement)
   const int c0 = blockIdx.y * kBlockC;
-  auto origin = [&](int tile, int64_t& n0, int& p0, int& q0) {
-    q0 = (tile % t.tiles_q) * t.tq;
-    tile /= t.tiles_q;
-    p0 = (tile % t.tiles_p) * t.tp;
-    n0 = int64_t(tile / t.tiles_p) * t.nimg;
-  };
 
   int tile = int(blockIdx.x);
   int64_t n0;
   int p0, q0;
   gm_stage_filters(d, t, aligned, wei, s_w, s_zero, s_unit, c0);
   if (tile < ntiles) {
-    origin(tile, n0, p0, q0);
+    gm_origin(t, tile, n0, p0, q0);
     gm_stage_input(d, t, aligned, src, s_in, n0, p0, q0, c0);
   }
   cp_async_commit();
@@ -74,7 +68,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int buf = 0; tile < ntiles; tile += int(gridDim.x), buf ^= 1) {
     const int next = tile + int(gridDim.x);
     if (next < ntiles) {  // into the other buffer, read by the previous tile (the barrier at the loop's end)
-      origin(next, n0, p0, q0);
+      gm_origin(t, next, n0, p0, q0);
       gm_stage_input(d, t, aligned, src, s_in + (buf ^ 1) * t.smem_in, n0, p0, q0, c0);
     }
     cp_async_commit();
@@ -87,7 +81,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       gm_multiply<T, kWN>(acc, t, arow, s_unit, in_addr + uint32_t(buf * t.smem_in), zero_addr, w_addr, sgc);
     }
     __syncthreads();  // the buffer is read by every warp before it takes the outputs
-    origin(tile, n0, p0, q0);
+    gm_origin(t, tile, n0, p0, q0);
     gm_epilogue<T, kWN>(acc, active, d, t, epi, dst, s_out, n0, p0, q0, c0, wm, n_base);
     __syncthreads();  // every warp is done with this buffer before the next iteration refills it
   }
