@@ -18,8 +18,10 @@ it replaces (x and grad_out transposed into channels_last copies, then convkit.c
 what the extension runs where the kernel does not take a layer), each with its relative error against cuDNN in fp32.
 --train: one training step (forward, backward, SGD) of the torchvision model at batch 32, bf16 channels_last:
 PyTorch eager, convkit.nn.convert with the gradient kernels, and the same with aten's backward
-(convkit._autograd.BACKWARD = "aten"), each with its median ms. --profile: the same steps under torch.profiler,
-the GPU time of each step by kernel family (convkit's kernels, cuDNN/cuBLAS, BatchNorm, the rest), per step.
+(convkit._autograd.BACKWARD = "aten"), each with its median ms; then the same steps in a child process with
+CONVKIT_POINTWISE_DGRAD=gemm (the 1x1 layers' data gradient as one GEMM), compared as torch / convkit ratios. --profile: the same steps under torch.profiler,
+the GPU time of each step by kernel family (convkit's kernels, cuDNN/cuBLAS, BatchNorm, the rest), and the host
+events with the most self time (ops and CUDA runtime calls), per step.
 """
 import argparse
 import json
@@ -115,7 +117,24 @@ def dense_rows(suite):
     return rows
 
 
-def train_rows(model_name, batch, profile=False):
+def pointwise_gemm_run(model_name, batch):
+    """The same training rows in a child process with CONVKIT_POINTWISE_DGRAD=gemm (read once a process: the 1x1
+    layers' data gradient as one GEMM): its torch and convkit ms, to compare as the ratio within each run."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        js = os.path.join(d, "ab.json")
+        env = dict(os.environ, CONVKIT_POINTWISE_DGRAD="gemm")
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--suites", "", "--configs", "", "--train",
+                        model_name, "--batch", str(batch), "--json", js], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        with open(js) as f:
+            r = json.load(f)["train"][0]
+    return dict(torch_ms=r["torch_ms"], convkit_ms=r["convkit_ms"])
+
+
+def train_rows(model_name, batch, profile=False, ab_pointwise=True):
     import torchvision
 
     out = []
@@ -148,8 +167,11 @@ def train_rows(model_name, batch, profile=False):
     finally:
         convkit._autograd.BACKWARD = saved
     out.append(dict(model=model_name, batch=batch, torch_ms=t_torch, convkit_ms=t_ck, convkit_aten_backward_ms=t_ck_aten))
+    if ab_pointwise and os.environ.get("CONVKIT_POINTWISE_DGRAD") is None:
+        out[-1]["pointwise_gemm"] = pointwise_gemm_run(model_name, batch)
     if profile:
-        out[-1]["profile"] = {"torch": kernel_families(step_fn(torch_m)), "convkit": kernel_families(step_fn(ck_m))}
+        out[-1]["profile"] = {"torch": kernel_families(step_fn(torch_m), host=True),
+                              "convkit": kernel_families(step_fn(ck_m), host=True)}
     return out
 
 
@@ -255,11 +277,19 @@ def main():
             print(f"\ntraining step {m} bf16 channels_last batch {a.batch}: torch {r['torch_ms']:.2f} ms, convkit "
                   f"{r['convkit_ms']:.2f} ms ({r['torch_ms'] / r['convkit_ms']:.2f}x), convkit with aten's backward "
                   f"{r['convkit_aten_backward_ms']:.2f} ms")
+            if "pointwise_gemm" in r:
+                ab = r["pointwise_gemm"]
+                print(f"with CONVKIT_POINTWISE_DGRAD=gemm (another process): torch {ab['torch_ms']:.2f} ms, convkit "
+                      f"{ab['convkit_ms']:.2f} ms ({ab['torch_ms'] / ab['convkit_ms']:.2f}x)")
             for who, prof in r.get("profile", {}).items():
                 print(f"\n{who}: GPU ms per step by family: " +
                       ", ".join(f"{k} {v:.2f}" for k, v in sorted(prof["families"].items(), key=lambda kv: -kv[1])))
                 for k, v in prof["top"]:
                     print(f"  {v:7.3f}  {k}")
+                print(f"{who}: host events by self time, ms and calls per step (under the profiler; "
+                      f"{prof['host_ms']:.2f} ms in all):")
+                for k, ms, n in prof["host"]:
+                    print(f"  {ms:7.3f}  {n:6.1f}  {k}")
     if a.json:
         with open(a.json + ".tmp", "w") as f:
             json.dump(report, f, indent=1)

@@ -18,6 +18,9 @@ CUDA activity), the host events with the most self time a call (the ops and the 
 eager, convkit.fuse(model) and torch.compile(convkit.fuse(model), fullgraph=True), median ms of 30 runs
 after 5 warm-ups, each run synchronised.
 --device cpu times the same on the CPU (there is no GPU column then).
+--grad: a training call instead: forward and backward of each layer (x and the weight requiring gradients, the
+gradients by torch.autograd.grad), torch's against convkit's module (the op's C++ autograd Function); "op" is
+then the forward alone with gradients recorded.
 """
 import argparse
 import statistics
@@ -126,6 +129,7 @@ def main():
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--layers", type=int, default=0, help="the first N distinct layers only (0: all)")
     ap.add_argument("--whole", action="store_true", help="then the whole model at batch 1, 32x32")
+    ap.add_argument("--grad", action="store_true", help="forward and backward of each layer (a training call)")
     a = ap.parse_args()
     cuda = a.device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -135,21 +139,43 @@ def main():
     dtype = dict(bf16=torch.bfloat16, f16=torch.float16, f32=torch.float32)[a.dtype]
     mf = torch.channels_last if a.dtype != "f32" else torch.contiguous_format
     where = torch.cuda.get_device_name() if cuda else "CPU"
-    print(f"### host us a call, {a.model} {a.dtype} batch 1 ({where}, torch {torch.__version__})")
-    print("| layer | torch | op | module | module / torch | GPU us (torch, module) |")
+    what = "forward + backward" if a.grad else "forward"
+    print(f"### host us a call ({what}), {a.model} {a.dtype} batch 1 ({where}, torch {torch.__version__})")
+    print(f"| layer | torch | {'convkit forward' if a.grad else 'op'} | module | module / torch | GPU us (torch, module) |")
     print("|---|---|---|---|---|---|")
     ratios, profiled = [], []
-    with torch.no_grad():
+    with torch.set_grad_enabled(a.grad):
         convs = distinct_convs(a.model)
         for conv, shape in convs[: a.layers] if a.layers > 0 else convs:
-            x = torch.randn(1, *shape, device=a.device).to(dtype).contiguous(memory_format=mf)
+            x = torch.randn(1, *shape, device=a.device).to(dtype).contiguous(memory_format=mf).requires_grad_(a.grad)
             tm = conv.to(device=a.device, dtype=dtype, memory_format=mf)
             cm = convkit.nn.convert(torch.nn.Sequential(tm)).to(device=a.device)[0]
             w, b = tm.weight, tm.bias
             args = (list(tm.stride), list(tm.padding), list(tm.dilation), tm.groups)
-            t_torch = issue_us(lambda: F.conv2d(x, w, b, *args), a.calls, cuda)
-            t_op = issue_us(lambda: torch.ops.convkit.conv2d(x, w, b, *args, "none", None, "auto"), a.calls, cuda)
-            t_mod = issue_us(lambda: cm(x), a.calls, cuda)
+            if a.grad:
+                g = F.conv2d(x, w, b, *args).detach().normal_()
+                cw = cm.weight
+
+                def torch_call():
+                    return torch.autograd.grad(F.conv2d(x, w, b, *args), (x, w), g)
+
+                def op_call():
+                    return cm(x)
+
+                def mod_call():
+                    return torch.autograd.grad(cm(x), (x, cw), g)
+            else:
+                def torch_call():
+                    return F.conv2d(x, w, b, *args)
+
+                def op_call():
+                    return torch.ops.convkit.conv2d(x, w, b, *args, "none", None, "auto")
+
+                def mod_call():
+                    return cm(x)
+            t_torch = issue_us(torch_call, a.calls, cuda)
+            t_op = issue_us(op_call, a.calls, cuda)
+            t_mod = issue_us(mod_call, a.calls, cuda)
             name = (f"{shape[0]}->{tm.out_channels} {tm.kernel_size[0]}x{tm.kernel_size[1]}"
                     f"{'s' + str(tm.stride[0]) if tm.stride[0] > 1 else ''}{' g' + str(tm.groups) if tm.groups > 1 else ''}"
                     f" @{shape[1]}")
@@ -157,8 +183,7 @@ def main():
             print(f"| {name} | {t_torch[0]:.1f} | {t_op[0]:.1f} | {t_mod[0]:.1f} | {ratios[-1]:.2f} | "
                   f"{t_torch[1]:.1f}, {t_mod[1]:.1f} |", flush=True)
             if a.profile and len(profiled) < 3 and (tm.groups > 1) == (len(profiled) % 2 == 1):
-                profiled.append((name, host_events(lambda: F.conv2d(x, w, b, *args), a.calls, cuda),
-                                 host_events(lambda: cm(x), a.calls, cuda)))
+                profiled.append((name, host_events(torch_call, a.calls, cuda), host_events(mod_call, a.calls, cuda)))
     print(f"\ngeomean module / torch: {statistics.geometric_mean(ratios):.2f}")
     for name, pt, pc in profiled:
         for who, rows in (("torch", pt), ("convkit module", pc)):

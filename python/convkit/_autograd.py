@@ -33,7 +33,8 @@ fallback therefore runs under strict_conv_math(), which sets the per-op precisio
 (torch.backends.cudnn.conv.fp32_precision, torch.backends.mkldnn.conv.fp32_precision) and restores it, and it
 runs inside the custom op convkit::_aten_conv_grads: under torch.compile, AOTAutograd traces that op as one
 opaque call, so the precision is set when the graph RUNS (a context manager around a traced aten op would only
-be active while tracing, and Inductor drops the allow_tf32 argument of aten._convolution).
+be active while tracing, and Inductor drops the allow_tf32 argument of aten._convolution). A float16/bfloat16
+problem (no math mode to set) skips this op: csrc/autograd.cpp calls aten.convolution_backward directly.
 """
 import contextlib
 from typing import List, Tuple

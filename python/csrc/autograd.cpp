@@ -1,9 +1,12 @@
-// The one backward of convkit.conv2d and convkit.conv2d_per_sample (conv2d_backward, per_sample_backward): a
-// depthwise layer on CUDA by convkit's gradient kernels (convkit::conv2d_backward_data / _weight), a dense
-// 16-bit channels_last layer's weight gradient by its tensor-core kernel (conv2d_backward_weight); otherwise the
-// data gradient as a convolution of gz with the flipped, transposed filters where that is one, the weight
-// gradient as a correlation of x with gz, aten's convolution_backward behind convkit::_aten_conv_grads otherwise
-// (and for both when convkit has no kernel for a backward problem), in a C++ autograd Function. Two ways in:
+// The one backward of convkit.conv2d and convkit.conv2d_per_sample (conv2d_backward, per_sample_backward), in a
+// C++ autograd Function. Which gradient runs where (conv_grads): a depthwise layer on CUDA by convkit's gradient
+// kernels (convkit::conv2d_backward_data / _weight); a 1x1 stride-1 16-bit channels_last layer's weight gradient
+// as one GEMM (its data gradient too with CONVKIT_POINTWISE_DGRAD=gemm); a dense 16-bit CUDA layer's weight
+// gradient by aten (cuDNN; with CONVKIT_DENSE_WGRAD=convkit by convkit's tensor-core kernel); otherwise the data
+// gradient as a convolution of gz with the flipped, transposed filters where it is one and the weight gradient
+// as a correlation of x with gz, both by convkit; aten's convolution_backward for the rest (behind
+// convkit::_aten_conv_grads for float32, whose math mode it sets), and for both gradients where convkit has no
+// kernel for a backward problem. Two ways in:
 //  - the ops' own Autograd kernels (conv2d_autograd_kernel, per_sample_autograd_kernel): every call of
 //    torch.ops.convkit.conv2d / conv2d_per_sample, torch.compile's included (AOTAutograd traces through the
 //    Function's backward into convkit's convolutions and aten's ops);
@@ -70,22 +73,33 @@ at::Tensor per_sample_op(const at::Tensor& x, const at::Tensor& w, const c10::op
   return dispatch(op, x, w, bias, stride, padding, dilation, groups, act);
 }
 
-// convkit::_aten_conv_grads (registered from Python, convkit/_autograd.py): aten's convolution_backward under
-// the op's math mode. Returns undefined tensors for the gradients not asked for.
-std::pair<at::Tensor, at::Tensor> aten_grads(const at::Tensor& gz, const at::Tensor& x, const at::Tensor& w,
-                                             at::IntArrayRef stride, at::IntArrayRef padding,
-                                             at::IntArrayRef dilation, int64_t groups, bool per_sample, bool need_x,
-                                             bool need_w, bool tf32) {
-  static const auto op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("convkit::_aten_conv_grads", "").typed<AtenGradsSig>();
-  auto [gx, gw] = op.call(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32);
-  return {need_x ? gx : at::Tensor(), need_w ? gw : at::Tensor()};
-}
-
 at::MemoryFormat memory_format_of(const at::Tensor& t) {  // as convkit/_meta.py's _memory_format
   if (t.is_contiguous()) return at::MemoryFormat::Contiguous;
   if (t.is_contiguous(at::MemoryFormat::ChannelsLast)) return at::MemoryFormat::ChannelsLast;
   return at::MemoryFormat::Contiguous;
+}
+
+// convkit::_aten_conv_grads (registered from Python, convkit/_autograd.py): aten's convolution_backward under
+// the op's math mode. Returns undefined tensors for the gradients not asked for.
+// A float16/bfloat16 problem (math modes concern float32 only) of the ordinary op calls
+// aten::convolution_backward itself: the custom op's Python (strict_conv_math, the memory formats) cost ~60 us
+// a call on the CPU against ~5 us for the call from here, once a layer in a ResNet-50 training step (every
+// dense layer's weight gradient). Under torch.compile it is traced as the aten op it is.
+std::pair<at::Tensor, at::Tensor> aten_grads(const at::Tensor& gz, const at::Tensor& x, const at::Tensor& w,
+                                             at::IntArrayRef stride, at::IntArrayRef padding,
+                                             at::IntArrayRef dilation, int64_t groups, bool per_sample, bool need_x,
+                                             bool need_w, bool tf32) {
+  const at::ScalarType t = x.scalar_type();
+  if (!per_sample && (t == at::kHalf || t == at::kBFloat16)) {
+    auto [gx, gw, gb] = at::convolution_backward(gz, x, w, c10::nullopt, stride, padding, dilation, false, {0, 0},
+                                                 groups, {need_x, need_w, false});
+    return {need_x ? gx.contiguous(memory_format_of(x)) : at::Tensor(),
+            need_w ? gw.contiguous(memory_format_of(w)) : at::Tensor()};
+  }
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("convkit::_aten_conv_grads", "").typed<AtenGradsSig>();
+  auto [gx, gw] = op.call(gz, x, w, stride, padding, dilation, groups, per_sample, need_x, need_w, tf32);
+  return {need_x ? gx : at::Tensor(), need_w ? gw : at::Tensor()};
 }
 
 bool ends_with(const std::string& s, const char* tail) {
@@ -191,6 +205,25 @@ bool pointwise_as_gemm(const at::Tensor& x, const at::Tensor& gz, const at::Tens
          gz.is_contiguous(at::MemoryFormat::ChannelsLast) && !x.is_contiguous();
 }
 
+// The data gradient of the same layers (pointwise_as_gemm) with CONVKIT_POINTWISE_DGRAD=gemm in the environment
+// (read once): gz [N*P*Q, K] times w [K, C], one GEMM on views of gz and w as they are, the result channels_last
+// [N, C, H, W] as it comes, where convkit's convolution of gz with the transposed filters first copies the
+// filters transposed (two launches and a convkit call a layer more). Off by default until it is measured
+// against convkit's kernels on a GPU (scripts/bench_backward.py --train, with and without it).
+bool pointwise_dgrad_as_gemm() {
+  static const bool gemm = [] {
+    const char* v = std::getenv("CONVKIT_POINTWISE_DGRAD");
+    return v != nullptr && std::string(v) == "gemm";
+  }();
+  return gemm;
+}
+
+at::Tensor pointwise_data_grad(const at::Tensor& gz, const at::Tensor& w, at::IntArrayRef x_size) {
+  const int64_t k = gz.size(1), c = w.size(1);
+  const at::Tensor g2 = gz.permute({0, 2, 3, 1}).reshape({-1, k});  // a view: channels_last is [N*P*Q, K]
+  return at::mm(g2, w.reshape({k, c})).view({x_size[0], x_size[2], x_size[3], c}).permute({0, 3, 1, 2});
+}
+
 at::Tensor pointwise_weight_grad(const at::Tensor& x, const at::Tensor& gz) {
   const int64_t c = x.size(1), k = gz.size(1);
   const at::Tensor x2 = x.permute({0, 2, 3, 1}).reshape({-1, c});  // views: channels_last is [N*H*W, C]
@@ -250,6 +283,8 @@ std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Ten
       // kernels ran stride 1 1.3-2.8x faster than the gather, which has no shared-memory tile.
       if (depthwise && !(as_conv && w.size(0) == x.size(1))) {
         gx = backward_data_op(gz, w, x.sizes(), stride, padding, dilation, groups);
+      } else if (pointwise_dgrad_as_gemm() && pointwise_as_gemm(x, gz, w, stride, padding, groups, per_sample)) {
+        gx = pointwise_data_grad(gz, w, x.sizes());
       } else if (as_conv) {
         // gz convolved with the spatially flipped, per-group transposed filters (as _flipped_transposed)
         at::Tensor wt;
@@ -261,7 +296,7 @@ std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Ten
           wt = groups == 1 ? w.transpose(0, 1)
                            : w.reshape({groups, kg, cg, r, s}).transpose(1, 2).reshape({groups * cg, kg, r, s});
         }
-        wt = wt.flip({-2, -1});
+        if (r > 1 || s > 1) wt = wt.flip({-2, -1});  // (a 1x1 filter is its own flip: no copy)
         const std::vector<int64_t> pad_t{dilation[0] * (r - 1) - padding[0], dilation[1] * (s - 1) - padding[1]};
         gx = per_sample ? per_sample_op(gz, wt, c10::nullopt, {1, 1}, pad_t, dilation, groups, "none")
                         : conv2d_op(gz, wt, c10::nullopt, {1, 1}, pad_t, dilation, groups, "none", c10::nullopt,

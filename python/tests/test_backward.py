@@ -195,3 +195,56 @@ def test_depthwise_training_under_torch_compile(device):
 
     for e, c in zip(grads(step), grads(torch.compile(step, fullgraph=True))):
         torch.testing.assert_close(c, e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_16bit_aten_gradients_under_torch_compile(device):
+    # A bf16 channels_last dense layer at stride 2: its data gradient is no convolution (aten's, called from C++
+    # without the float32 custom op), and its weight gradient aten's on CUDA. Traced by torch.compile
+    # (fullgraph=True), the gradients equal eager's.
+    g = torch.Generator().manual_seed(12)
+    mf = torch.channels_last
+    x = torch.randn(2, 16, 9, 11, generator=g).to(device, torch.bfloat16).contiguous(memory_format=mf)
+    w = (torch.randn(8, 16, 3, 3, generator=g) / 12).to(device, torch.bfloat16).contiguous(memory_format=mf)
+
+    def loss(x, w):
+        return convkit.conv2d(x, w, None, stride=2, padding=1, activation="relu").float().square().mean()
+
+    def grads(fn):
+        ts = [t.detach().clone().requires_grad_() for t in (x, w)]
+        return torch.autograd.grad(fn(*ts), ts)
+
+    eager = grads(loss)
+    for got, t in zip(eager, (x, w)):
+        assert got.dtype == torch.bfloat16 and got.is_contiguous(memory_format=mf) and got.shape == t.shape
+    for e, c in zip(eager, grads(torch.compile(loss, fullgraph=True))):
+        torch.testing.assert_close(c.float(), e.float(), rtol=2e-2, atol=1e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pointwise_data_gradient_as_one_gemm(device):
+    # CONVKIT_POINTWISE_DGRAD=gemm (read once a process: a child process here) takes a 1x1 stride-1 16-bit
+    # channels_last layer's data gradient as one GEMM; it matches float64 torch as the default path does.
+    import os
+    import subprocess
+    import sys
+
+    script = f"""
+import torch, torch.nn.functional as F, convkit
+g = torch.Generator().manual_seed(13)
+mf = torch.channels_last
+x = torch.randn(2, 24, 7, 5, generator=g).bfloat16().to("{device}").contiguous(memory_format=mf).requires_grad_()
+w = (torch.randn(40, 24, 1, 1, generator=g) / 5).bfloat16().to("{device}").contiguous(memory_format=mf).requires_grad_()
+gz = torch.randn(2, 40, 7, 5, generator=g).bfloat16().to("{device}").contiguous(memory_format=mf)
+gx, gw = torch.autograd.grad(convkit.conv2d(x, w), (x, w), gz)
+assert gx.is_contiguous(memory_format=mf) and gx.shape == x.shape and gx.dtype == torch.bfloat16
+xd, wd = x.detach().double().cpu().requires_grad_(), w.detach().double().cpu().requires_grad_()
+rx, rw = torch.autograd.grad(F.conv2d(xd, wd), (xd, wd), gz.double().cpu())
+for got, want in ((gx, rx), (gw, rw)):
+    err = float((got.double().cpu() - want).norm() / want.norm())
+    assert err <= 2e-2, err
+print("ok")
+"""
+    env = dict(os.environ, CONVKIT_POINTWISE_DGRAD="gemm")
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]

@@ -79,7 +79,7 @@ def test_lowp_nchw_and_nhwc_agree(dtype, device):
 @pytest.mark.parametrize("activation", ["relu", "silu"])
 @pytest.mark.parametrize("memory_format", list(FORMATS.values()), ids=list(FORMATS))
 @pytest.mark.parametrize("name", ["c3_odd", "stride2_odd", "groups4", "depthwise", "pad_gt_half_r", "1x1",
-                                  "tc_3x3", "tc_3x3_s2"])
+                                  "tc_1x1_to_256", "tc_3x3", "tc_3x3_s2"])
 def test_bf16_backward(name, memory_format, activation, device):
     ts, conv = _operands(name, device, torch.bfloat16, memory_format, seed=22, requires_grad=True)
     g = torch.Generator().manual_seed(23)
