@@ -114,7 +114,7 @@ CUDA = use_cuda()
 if CUDA:
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
 
-sources = ["csrc/ext.cpp", "csrc/autograd.cpp"]
+sources = ["csrc/ext.cpp", "csrc/autograd.cpp", "csrc/autocast.cpp"]
 ext_cls = CppExtension
 if CUDA:
     sources += ["csrc/ext_cuda.cpp", "csrc/kernels.cu"]

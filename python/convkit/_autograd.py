@@ -2,10 +2,10 @@
 
 The backward of conv2d and conv2d_per_sample is ONE implementation, in C++ (csrc/autograd.cpp,
 conv2d_backward and per_sample_backward, in a C++ autograd Function), registered as the ops' own Autograd
-kernels: every call of the ops reaches it, torch.compile's generated code included, and a call that records
-no gradient goes below autograd without entering Python. convkit.conv2d in eager grad mode calls the same
-Function through convkit::_conv2d_autograd (with the BACKWARD switch below). This file holds the dispatch of
-convkit.conv2d's calls, the aten fallback op, and the seed's example ops' autograd. What the formula does,
+kernels: every call of the ops reaches it, convkit.conv2d's and torch.compile's generated code included, and a
+call that records no gradient goes below autograd without entering Python (convkit.conv2d with the BACKWARD
+switch below set to "aten" calls the same Function through convkit::_conv2d_autograd). This file holds the
+dispatch of convkit.conv2d's calls, the aten fallback op, and the seed's example ops' autograd. What the formula does,
 with y = act(z), z = conv(x, w) + bias + residual and gz = dL/dz:
   * through the activation: relu, relu6, sigmoid and hardsigmoid use the saved output (0 < y, y < 6;
     y (1 - y); 0 < y < 1); silu, gelu and hardswish
@@ -45,54 +45,38 @@ from ._meta import _memory_format
 
 BACKWARD = "convkit"  # or "aten"
 
-# The guard that skips the autograd dispatch keys (what the op's autograd kernel itself redispatches to); None
-# where this torch lacks it (then every call goes through the op's autograd).
-_BelowAutograd = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
-
-
-def _dispatch_mode(*tensors) -> str:
-    """How an eager call reaches a convolution op: "below" (no gradient can be recorded for these inputs: grad
-    mode off, as in a backward without create_graph, or none requires grad; the op dispatched below autograd),
-    "function" (a gradient is recorded: the op's backward formula as a C++ autograd Function), or "op"
-    (through the op's own Autograd kernel, the same C++ Function: while torch.compile traces, which must see
-    the plain op, and under functorch transforms (vmap, grad), which need the autograd layer)."""
-    if _BelowAutograd is None or torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
-        return "op"
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
-        return "function"
-    return "below"
-
-
-def _call(op, autograd_op, tensors, args):
-    """op(*args) as convkit.conv2d dispatches it (_dispatch_mode over the inputs that may need a gradient). Where a
-    gradient is recorded: autograd_op, the op's C++ autograd Function (csrc/autograd.cpp) with the BACKWARD
-    switch; where none is: the op below autograd, skipping even its C++ Autograd kernel.
-
-    NOTE: a Python autograd.Function (2026-11-30, commit 1c27b81) cost ~13 us a conv in Function.apply and ~35 us in its
-    backward's Python (CPU, 4x4x4 convs)."""
-    if not torch.is_grad_enabled():  # no gradient can be recorded (inference): the op as it is, nothing to decide
-        return op.default(*args)
-    mode = _dispatch_mode(*tensors)
-    if mode == "below":
-        with _BelowAutograd():
-            return op.default(*args)
-    if mode == "function":
-        return autograd_op(*args, BACKWARD == "aten")
-    return op(*args)
-
-
+_CONV2D = torch.ops.convkit.conv2d.default
+_PER_SAMPLE = torch.ops.convkit.conv2d_per_sample.default
 _CONV2D_AUTOGRAD = torch.ops.convkit._conv2d_autograd.default
 _PER_SAMPLE_AUTOGRAD = torch.ops.convkit._conv2d_per_sample_autograd.default
 
 
+def _aten_backward_wanted() -> bool:
+    """Whether a call under BACKWARD = "aten" (the debugging switch) takes it: eager calls in grad mode, not
+    while torch.compile traces or under functorch transforms, which get the op itself."""
+    return (torch.is_grad_enabled() and not torch.compiler.is_compiling()
+            and not torch._C._are_functorch_transforms_active())
+
+
 def conv2d_call(*args):
-    """torch.ops.convkit.conv2d(*args) as convkit.conv2d dispatches it (the backward's own convolutions too)."""
-    return _call(torch.ops.convkit.conv2d, _CONV2D_AUTOGRAD, (args[0], args[1], args[2], args[8]), args)
+    """torch.ops.convkit.conv2d(*args) as convkit.conv2d dispatches it (the backward's own convolutions too): the
+    op itself, whose C++ Autograd kernel (csrc/autograd.cpp) records the C++ autograd Function where a gradient
+    is wanted and goes straight below autograd where none is; with BACKWARD = "aten", the same Function through
+    convkit::_conv2d_autograd with aten's backward.
+
+    NOTE: a Python autograd.Function (2026-11-30, commit 1c27b81) cost ~13 us a conv in Function.apply and ~35 us
+    in its backward's Python (CPU, 4x4x4 convs); choosing the way in here in Python (below autograd, the
+    Function, or the op) cost ~2.5 us a call more than the op's own C++ kernel does (CPU, an 8x8 1x1 conv)."""
+    if BACKWARD == "aten" and _aten_backward_wanted():
+        return _CONV2D_AUTOGRAD(*args, True)
+    return _CONV2D(*args)
 
 
 def per_sample_call(*args):
     """torch.ops.convkit.conv2d_per_sample(*args), dispatched as conv2d_call."""
-    return _call(torch.ops.convkit.conv2d_per_sample, _PER_SAMPLE_AUTOGRAD, args[:3], args)
+    if BACKWARD == "aten" and _aten_backward_wanted():
+        return _PER_SAMPLE_AUTOGRAD(*args, True)
+    return _PER_SAMPLE(*args)
 
 
 # What the fallback calls (a module attribute so that tests can wrap it and see the precision in force).

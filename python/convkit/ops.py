@@ -40,11 +40,9 @@ def conv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Int
     """
     args = (x, weight, bias, _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation"), groups,
             activation, residual, algo)
-    # NOTE: the autograd kernel that torch.library.register_autograd installs is Python, and most of a call's
-    # host time: with no gradient to record it only redispatches (~7 us a call; CPU: 23.5 -> 16.5 us), with one
-    # it costs ~70 us. conv2d_call dispatches the op below autograd, or runs the same backward formula as a
-    # C++ autograd Function (convkit::_conv2d_autograd, csrc/autograd.cpp); torch.compile and functorch
-    # transforms get the op itself.
+    # NOTE: the op's Autograd kernel is C++ (csrc/autograd.cpp): the Python one that
+    # torch.library.register_autograd installs was most of a call's host time (~7 us a call with no gradient to
+    # record, ~70 us with one).
     return _autograd.conv2d_call(*args)
 
 

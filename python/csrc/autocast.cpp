@@ -1,0 +1,111 @@
+// torch.autocast for convkit's ops, as PyTorch's own ops behave in an autocast region:
+//  - the convolutions (convkit::conv2d, and _conv2d_autograd, what convkit.conv2d calls with
+//    convkit._autograd.BACKWARD = "aten"; conv2d_per_sample on CUDA, the CPU having no 16-bit per-sample
+//    kernel) run in the region's dtype, as torch's conv2d does (autocast's "lower precision" list): every
+//    floating-point tensor argument on the region's device is cast to it, a weight once a region
+//    (at::autocast::cached_cast). An algo that names float32 math ("/tf32") is an explicit request and keeps
+//    float32.
+//  - layer_norm_last runs in float32 on CUDA, as torch's layer_norm does there (CUDA autocast's float32 list;
+//    CPU autocast leaves layer_norm alone, and so does this).
+// Without these kernels an autocast region would leave convkit's convolutions in float32: slower, and not what
+// the region asks for. The other ops (the pools, the channel scale) take the dtypes they are given, as torch's
+// do. Registered for the CPU and CUDA autocast keys; a cast is an ordinary op above autograd, so gradients
+// flow back through it to the float32 weights.
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <string>
+
+namespace convkit_ext {
+namespace {
+
+using Conv2dSig = at::Tensor(const at::Tensor&, const at::Tensor&, const c10::optional<at::Tensor>&, at::IntArrayRef,
+                             at::IntArrayRef, at::IntArrayRef, int64_t, c10::string_view,
+                             const c10::optional<at::Tensor>&, c10::string_view);
+using Conv2dAutogradSig = at::Tensor(const at::Tensor&, const at::Tensor&, const c10::optional<at::Tensor>&,
+                                     at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t, c10::string_view,
+                                     const c10::optional<at::Tensor>&, c10::string_view, bool);
+using PerSampleSig = at::Tensor(const at::Tensor&, const at::Tensor&, const c10::optional<at::Tensor>&,
+                                at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t, c10::string_view);
+using LayerNormSig = at::Tensor(const at::Tensor&, const c10::optional<at::Tensor>&,
+                                const c10::optional<at::Tensor>&, double);
+
+template <typename Sig>
+c10::TypedOperatorHandle<Sig> op_of(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
+}
+
+// The region's casts on device type kDev: the tensors autocast may cast (floating point, on kDev, not double)
+// go to `to`, the others stay as they are.
+template <c10::DeviceType kDev>
+struct Region {
+  at::ScalarType to;
+  c10::impl::ExcludeDispatchKeyGuard below{at::autocast::get_autocast_dispatch_key_from_device_type(kDev)};
+
+  explicit Region(at::ScalarType t) : to(t) {}
+  at::Tensor operator()(const at::Tensor& t) const { return at::autocast::cached_cast(to, t, kDev); }
+  c10::optional<at::Tensor> operator()(const c10::optional<at::Tensor>& t) const {
+    return at::autocast::cached_cast(to, t, kDev);
+  }
+};
+
+template <c10::DeviceType kDev>
+at::ScalarType conv_dtype(c10::string_view algo) {
+  const std::string a(algo);
+  const bool tf32 = a.size() >= 5 && a.compare(a.size() - 5, 5, "/tf32") == 0;
+  return tf32 ? at::kFloat : at::autocast::get_autocast_dtype(kDev);
+}
+
+template <c10::DeviceType kDev>
+at::Tensor conv2d_autocast(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                           c10::string_view act, const c10::optional<at::Tensor>& residual, c10::string_view algo) {
+  static const auto op = op_of<Conv2dSig>("convkit::conv2d");
+  const Region<kDev> cast(conv_dtype<kDev>(algo));
+  return op.call(cast(x), cast(w), cast(bias), stride, padding, dilation, groups, act, cast(residual), algo);
+}
+
+template <c10::DeviceType kDev>
+at::Tensor conv2d_autograd_autocast(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                    int64_t groups, c10::string_view act, const c10::optional<at::Tensor>& residual,
+                                    c10::string_view algo, bool aten_backward) {
+  static const auto op = op_of<Conv2dAutogradSig>("convkit::_conv2d_autograd");
+  const Region<kDev> cast(conv_dtype<kDev>(algo));
+  return op.call(cast(x), cast(w), cast(bias), stride, padding, dilation, groups, act, cast(residual), algo,
+                 aten_backward);
+}
+
+template <c10::DeviceType kDev>
+at::Tensor per_sample_autocast(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                               at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                               int64_t groups, c10::string_view act) {
+  static const auto op = op_of<PerSampleSig>("convkit::conv2d_per_sample");
+  const Region<kDev> cast(at::autocast::get_autocast_dtype(kDev));
+  return op.call(cast(x), cast(w), cast(bias), stride, padding, dilation, groups, act);
+}
+
+template <c10::DeviceType kDev>
+at::Tensor layer_norm_autocast(const at::Tensor& x, const c10::optional<at::Tensor>& w,
+                               const c10::optional<at::Tensor>& b, double eps) {
+  static const auto op = op_of<LayerNormSig>("convkit::layer_norm_last");
+  const Region<kDev> cast(at::kFloat);
+  return op.call(cast(x), cast(w), cast(b), eps);
+}
+
+}  // namespace
+}  // namespace convkit_ext
+
+TORCH_LIBRARY_IMPL(convkit, AutocastCPU, m) {
+  m.impl("conv2d", &convkit_ext::conv2d_autocast<c10::DeviceType::CPU>);
+  m.impl("_conv2d_autograd", &convkit_ext::conv2d_autograd_autocast<c10::DeviceType::CPU>);
+}
+
+TORCH_LIBRARY_IMPL(convkit, AutocastCUDA, m) {
+  m.impl("conv2d", &convkit_ext::conv2d_autocast<c10::DeviceType::CUDA>);
+  m.impl("_conv2d_autograd", &convkit_ext::conv2d_autograd_autocast<c10::DeviceType::CUDA>);
+  m.impl("conv2d_per_sample", &convkit_ext::per_sample_autocast<c10::DeviceType::CUDA>);
+  m.impl("layer_norm_last", &convkit_ext::layer_norm_autocast<c10::DeviceType::CUDA>);
+}
