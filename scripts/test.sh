@@ -75,7 +75,7 @@ fi
 if ! $PY -c "import torch, torchvision, sys; sys.exit(0 if torch.__version__.startswith('2.11') else 1)" 2>/dev/null; then
   $PY -m pip install -q "torch==2.11.0" "torchvision==0.26.0"
 fi
-$PY -m pip install -q pytest numpy wheel "setuptools>=64"
+$PY -m pip install -q pytest numpy wheel "setuptools>=64" "timm==1.0.15"  # timm: test_fuse.py's timm models
 CONVKIT_CMAKE_BUILD_DIR="$PWD/build-python" CONVKIT_BUILD_JOBS="$jobs" \
   $PY -m pip install -q --no-build-isolation ./python
 CONVKIT_CLI="$PWD/build/tools/convkit" $PY -m pytest python/tests -q -p no:cacheprovider

@@ -16,7 +16,9 @@ and replaces the whole chain by one convkit.FusedConv2d:
   * BatchNorm2d with running statistics (affine or not) is folded into the weight and bias
     (torch.nn.utils.fusion.fuse_conv_bn_weights, computed in float32, then cast to the parameter dtype);
     one without running statistics (track_running_stats=False) normalises with the batch's own statistics
-    and is left, with that reason.
+    and is left, with that reason. So is F.batch_norm in its eval form, with statistics that are parameters
+    or buffers of the model: what BatchNorm2d subclasses trace to (timm's BatchNormAct2d: its activation and
+    an add after it are then fused too).
   * activations: ReLU, ReLU6, SiLU, GELU (exact erf form), Hardswish, Sigmoid, Hardsigmoid; module, functional,
     method and in-place forms (nn.ReLU(inplace=True), F.relu, torch.relu, x.relu_(), x.sigmoid(),
     F.hardtanh(x, 0, 6), ...).
@@ -379,6 +381,51 @@ def _is_bn(gm, node):
     return type(_module(gm, node)) is torch.nn.BatchNorm2d
 
 
+_BN_ARGS = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
+
+
+def _attr(gm, target):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@dataclass
+class _Stats:
+    """What _fold reads of a BatchNorm: a functional batch_norm's running statistics, affine parameters, eps."""
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+    weight: Optional[torch.Tensor]
+    bias: Optional[torch.Tensor]
+    eps: float
+
+
+def _functional_bn(gm, node):
+    """For a call of F.batch_norm (what timm's BatchNormAct2d and other BatchNorm2d subclasses trace to), its
+    statistics as _Stats where it is foldable: eval form (training=False) with running statistics, weight and
+    bias that are attributes of the model; else a string saying why not. None for any other node."""
+    if node.op != "call_function" or node.target is not F.batch_norm:
+        return None
+    v = dict(weight=None, bias=None, training=False, momentum=0.1, eps=1e-5)
+    v.update(zip(_BN_ARGS, node.args))
+    v.update(node.kwargs)
+    if v["training"] is not False:
+        return "batch_norm with training=True (or a computed flag) normalises with the batch's own statistics"
+    if v["running_mean"] is None or v["running_var"] is None:
+        return "batch_norm without running statistics: not foldable"
+    got = {}
+    for key in ("running_mean", "running_var", "weight", "bias"):
+        a = v[key]
+        t = _attr(gm, a.target) if isinstance(a, torch.fx.Node) and a.op == "get_attr" else None if a is None else a
+        if t is not None and not isinstance(t, torch.Tensor):
+            return f"batch_norm's {key} is computed in the model, not a parameter or buffer"
+        got[key] = t
+    if not isinstance(v["eps"], (int, float)):
+        return "batch_norm's eps is computed in the model"
+    return _Stats(eps=float(v["eps"]), **got)
+
+
 def _is_identity_in_eval(gm, node):
     m = _module(gm, node)
     if m is None:
@@ -391,6 +438,15 @@ def _is_identity_in_eval(gm, node):
         return not m.training or type(m) is torch.nn.Identity
     name = type(m).__module__ + "." + type(m).__name__
     return name == "torchvision.ops.stochastic_depth.StochasticDepth" and not m.training
+
+
+def _redirect_ndim_reads(node, to):
+    """Points the reads of node's number of dimensions (x.ndim, x.dim(): timm's BatchNormAct2d asserts it) at
+    `to`, a value with as many dimensions, so that they do not keep node's chain from being fused."""
+    for u in list(node.users):
+        if ((u.op == "call_function" and u.target is getattr and len(u.args) == 2 and u.args[1] == "ndim")
+                or (u.op == "call_method" and u.target == "dim" and len(u.args) == 1 and not u.kwargs)):
+            u.replace_input_with(node, to)
 
 
 def _single_user(node):
@@ -681,7 +737,12 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
         cur = conv_node
         weight, bias = conv.weight, conv.bias
         activation, residual = "none", None
+        # a convolution, and BatchNorm after it, keep the number of dimensions of the convolution's input
+        _redirect_ndim_reads(conv_node, conv_node.args[0])
         user = _single_user(cur)
+        if user is not None and (_is_bn(gm, user) or _functional_bn(gm, user) is not None):
+            _redirect_ndim_reads(user, conv_node.args[0])
+        stats = _functional_bn(gm, user) if user is not None else None
         if user is not None and _is_bn(gm, user):
             bn = gm.get_submodule(user.target)
             if bn.running_mean is None or bn.running_var is None:
@@ -692,6 +753,13 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
                 chain.append(user)
                 fused.append("bn")
                 cur = user
+        elif isinstance(stats, str):
+            notes.append(f"{user.name}: {stats}")
+        elif stats is not None:
+            weight, bias = _fold(conv, stats)
+            chain.append(user)
+            fused.append("bn")
+            cur = user
         elif user is None and len(cur.users) > 1:
             notes.append("output used more than once: nothing fused after it")
         user = _single_user(cur)
@@ -715,7 +783,11 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
             repl = g.call_module(name, args=(conv_node.args[0],), kwargs=kwargs)
         last.replace_all_uses_with(repl)
         for n in reversed(chain):
+            inputs = n.all_input_nodes
             g.erase_node(n)
+            for a in inputs:  # a folded batch_norm's statistics: no longer read
+                if a.op == "get_attr" and not a.users:
+                    g.erase_node(a)
         summary.entries.append(FuseEntry(name, fused, "; ".join(notes)))
     summary.entries.reverse()  # graph order
     if linears:
@@ -726,6 +798,13 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
     for node in g.nodes:
         m = _module(gm, node)
         if m is None:
+            why = _functional_bn(gm, node)
+            if why is not None:
+                prod = node.args[0] if node.args else None
+                why = why if isinstance(why, str) else (
+                    "its convolution's output is used elsewhere too" if isinstance(prod, torch.fx.Node) and
+                    _is_conv(gm, prod) else "not after a convolution")
+                summary.left.append(FuseEntry(node.name, [], f"batch_norm left: {why}"))
             continue
         if type(m) is torch.nn.BatchNorm2d:
             prod = node.args[0] if node.args else None

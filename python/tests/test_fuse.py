@@ -280,6 +280,77 @@ def test_bn_without_running_stats_is_left_with_the_reason():
     assert "track_running_stats=False" in str(s)
 
 
+class BatchNormAct(nn.BatchNorm2d):
+    """A BatchNorm2d subclass in the manner of timm's BatchNormAct2d: it asserts the input's rank, calls
+    F.batch_norm itself (so tracing goes into it) and applies dropout and an activation of its own."""
+
+    def __init__(self, c, act=True):
+        super().__init__(c)
+        self.drop = nn.Identity()
+        self.act = nn.SiLU() if act else nn.Identity()
+
+    def forward(self, x):
+        torch._assert(x.ndim == 4, "expected 4D input")
+        bn_training = self.training or (self.running_mean is None and self.running_var is None)
+        x = F.batch_norm(x, self.running_mean if not self.training else None,
+                         self.running_var if not self.training else None, self.weight, self.bias, bn_training,
+                         0.1, self.eps)
+        return self.act(self.drop(x))
+
+
+class ConvBnActBlock(nn.Module):
+    """timm's pattern: conv -> BatchNormAct (SiLU) -> conv -> BatchNormAct (no act) -> + x."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = BatchNormAct(c)
+        self.conv2 = nn.Conv2d(c, c, 1, bias=False)
+        self.bn2 = BatchNormAct(c, act=False)
+
+    def forward(self, x):
+        return self.bn2(self.conv2(self.bn1(self.conv1(x)))) + x
+
+
+def test_batchnorm_subclasses_and_functional_batch_norm_are_folded():
+    s = fuse_and_check(ConvBnActBlock(), torch.randn(2, 8, 7, 9))
+    assert [e.fused for e in s.entries] == [["conv", "bn", "silu"], ["conv", "bn", "add"]], str(s)
+    assert s.bn_folded == 2 and not s.left, str(s)
+
+
+class FunctionalBn(nn.Module):
+    """F.batch_norm after a convolution in the forms that cannot be folded, and one not after a convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 4, 1)
+        self.register_buffer("mean", torch.zeros(4))
+        self.register_buffer("var", torch.ones(4))
+
+    def forward(self, x):
+        y = F.batch_norm(self.conv(x), None, None, training=True)  # batch statistics
+        y = F.batch_norm(self.conv2(y), y.mean((0, 2, 3)), self.var)  # a mean computed from the input
+        return F.batch_norm(y + 1, self.mean, self.var)  # not after a convolution
+
+
+def test_functional_batch_norm_that_cannot_be_folded_is_left_with_the_reason():
+    s = fuse_and_check(FunctionalBn(), torch.randn(2, 3, 6, 6))
+    assert s.bn_folded == 0, str(s)
+    text = str(s)
+    assert "training=True" in text and "computed in the model" in text and "not after a convolution" in text
+
+
+@pytest.mark.parametrize("name,expect", [("efficientnet_b0", (49, 65, 9)), ("mobilenetv3_large_100", (46, 48, 10)),
+                                         ("regnety_008", (47, 71, 14)), ("resnet50d", (55, 51, 16))])
+def test_timm_models(name, expect):
+    # timm's models build their BatchNorms from BatchNormAct2d (a BatchNorm2d subclass that tracing goes into)
+    timm = pytest.importorskip("timm")
+    m = timm.create_model(name, pretrained=False)
+    s = fuse_and_check(m, torch.randn(2, 3, 64, 64))
+    assert (s.bn_folded, s.activations, s.residuals) == expect, str(s)
+
+
 class UsedTwice(nn.Module):
     def __init__(self):
         super().__init__()
