@@ -9,8 +9,8 @@ fused on its own, recursively, and whatever still cannot be traced is left as it
 For every convolution (torch.nn.Conv2d, or a convkit.nn.Conv2d without an activation) the pass looks at what
 consumes its output, one single-use step at a time:
 
-    conv -> [BatchNorm2d] -> [activation]                      act(bn(conv(x)))
-    conv -> [BatchNorm2d] -> add(other) -> [activation]        act(bn(conv(x)) + other)
+    conv -> [BatchNorm2d] -> [scale] -> [activation]                      act(bn(conv(x)))
+    conv -> [BatchNorm2d] -> [scale] -> add(other) -> [activation]        act(bn(conv(x)) + other)
 
 and replaces the whole chain by one convkit.FusedConv2d:
   * BatchNorm2d with running statistics (affine or not) is folded into the weight and bias
@@ -19,6 +19,8 @@ and replaces the whole chain by one convkit.FusedConv2d:
     and is left, with that reason. So is F.batch_norm in its eval form, with statistics that are parameters
     or buffers of the model: what BatchNorm2d subclasses trace to (timm's BatchNormAct2d: its activation and
     an add after it are then fused too).
+  * a scale: the product with a parameter or buffer of one value a channel (shape (K, 1, 1) or (1, K, 1, 1),
+    maybe reshaped to it in the model: ConvNeXt's layer scale), folded into the weight and bias in float32.
   * activations: ReLU, ReLU6, SiLU, GELU (exact erf form), Hardswish, Sigmoid, Hardsigmoid; module, functional,
     method and in-place forms (nn.ReLU(inplace=True), F.relu, torch.relu, x.relu_(), x.sigmoid(),
     F.hardtanh(x, 0, 6), ...).
@@ -538,12 +540,22 @@ def _is_lastdim_norm(gm, node):
 
 def _channel_scale(gm, node, cur, k, nchw):
     """For node = cur * s (either order) with s a parameter or buffer that scales each of the k channels
-    ((k, 1, 1) in the [N, K, H, W] view, (k,) in the [N, H, W, K] one): s; else None."""
+    ((k, 1, 1) or (1, k, 1, 1) in the [N, K, H, W] view, (k,) or (1, 1, 1, k) in the [N, H, W, K] one), maybe
+    reshaped or viewed to that shape first (timm's ConvNeXt: gamma.reshape(1, -1, 1, 1)): s; else None."""
     if not (_is_binary(node, "mul") and not node.kwargs):
         return None
     a, b = node.args
     other = b if a is cur else a if b is cur else None
-    if not isinstance(other, torch.fx.Node) or other is cur or other.op != "get_attr":
+    if not isinstance(other, torch.fx.Node) or other is cur:
+        return None
+    shape = None
+    if other.op == "call_method" and other.target in ("reshape", "view") and not other.kwargs:
+        shape = other.args[1:] if not (len(other.args) == 2 and isinstance(other.args[1], (tuple, list))) \
+            else tuple(other.args[1])
+        if not all(isinstance(d, int) for d in shape) or not isinstance(other.args[0], torch.fx.Node):
+            return None
+        other = other.args[0]
+    if other.op != "get_attr":
         return None
     try:
         t = operator.attrgetter(other.target)(gm)
@@ -551,7 +563,15 @@ def _channel_scale(gm, node, cur, k, nchw):
         return None
     if not isinstance(t, torch.Tensor) or not t.is_floating_point():
         return None
-    return t if tuple(t.shape) == ((k, 1, 1) if nchw else (k,)) else None
+    if shape is not None:
+        try:
+            t = t.reshape(shape)
+        except RuntimeError:
+            return None
+    want = (k, 1, 1) if nchw else (k,)
+    got = tuple(t.shape)
+    return t if got[len(got) - len(want):] == want and all(d == 1 for d in got[:len(got) - len(want)]) \
+        and len(got) <= 4 else None
 
 
 def _is_binary(node, name):
@@ -621,11 +641,14 @@ def _fuse_linears(gm, algo, memory_format, summary):
             kwargs = {"residual": residual} if residual is not None else {}
             repl = g.call_module(name, args=(lin_node.args[0],), kwargs=kwargs)
         last.replace_all_uses_with(repl)
-        dead_attrs = [a for n in chain for a in n.args if isinstance(a, torch.fx.Node) and a.op == "get_attr"]
+        # the scale's get_attr and reshape nodes, once nothing reads them
+        dead = [a for n in chain for a in n.args if isinstance(a, torch.fx.Node) and a.op in ("get_attr", "call_method")
+                and a not in chain]
+        dead += [a.args[0] for a in dead if a.op == "call_method" and isinstance(a.args[0], torch.fx.Node)]
         for n in reversed(chain):
             g.erase_node(n)
-        for a in dead_attrs:
-            if not a.users:
+        for a in dead:
+            if not a.users and (a.op == "get_attr" or a.target in ("reshape", "view")):
                 g.erase_node(a)
         summary.entries.append(FuseEntry(name, fused, "a Linear on channels-last activations: a 1x1 convolution"))
 
@@ -763,6 +786,17 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
         elif user is None and len(cur.users) > 1:
             notes.append("output used more than once: nothing fused after it")
         user = _single_user(cur)
+        scale = _channel_scale(gm, user, cur, conv.out_channels, True) if user is not None else None
+        if scale is not None:  # a per-channel scale (timm's ConvNeXt with conv_mlp: layer scale), in float32
+            sc = scale.detach().float().reshape(-1)
+            dt = weight.dtype
+            fmt = torch.channels_last if cnn._is_channels_last(weight) else torch.contiguous_format
+            weight = (weight.detach().float() * sc[:, None, None, None]).to(dt).contiguous(memory_format=fmt)
+            bias = (bias.detach().float() * sc).to(dt) if bias is not None else None
+            chain.append(user)
+            fused.append("scale")
+            cur = user
+            user = _single_user(cur)
         if user is not None:
             activation, residual = _epilogue_tail(gm, cur, order, chain, fused)
         elif len(cur.users) > 1 and cur is not conv_node:
@@ -785,9 +819,12 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
         for n in reversed(chain):
             inputs = n.all_input_nodes
             g.erase_node(n)
-            for a in inputs:  # a folded batch_norm's statistics: no longer read
-                if a.op == "get_attr" and not a.users:
-                    g.erase_node(a)
+            while inputs:  # a folded batch_norm's statistics or scale (and its reshape): no longer read
+                a = inputs.pop()
+                if a.users or not (a.op == "get_attr" or (a.op == "call_method" and a.target in ("reshape", "view"))):
+                    continue
+                inputs += a.all_input_nodes
+                g.erase_node(a)
         summary.entries.append(FuseEntry(name, fused, "; ".join(notes)))
     summary.entries.reverse()  # graph order
     if linears:

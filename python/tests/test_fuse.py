@@ -318,6 +318,26 @@ def test_batchnorm_subclasses_and_functional_batch_norm_are_folded():
     assert s.bn_folded == 2 and not s.left, str(s)
 
 
+class ConvScaleAdd(nn.Module):
+    """conv -> a layer scale reshaped in the model (timm's ConvNeXt) -> + x, and the same with a (K, 1, 1) buffer."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 1)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.gamma = nn.Parameter(torch.rand(c) + 0.5)
+        self.register_buffer("scale", torch.rand(c, 1, 1) + 0.5)
+
+    def forward(self, x):
+        y = self.conv(x).mul(self.gamma.reshape(1, -1, 1, 1)) + x
+        return F.relu(self.scale * self.conv2(y) + y)
+
+
+def test_a_per_channel_scale_after_a_conv_is_folded():
+    s = fuse_and_check(ConvScaleAdd(), torch.randn(2, 8, 5, 7))
+    assert [e.fused for e in s.entries] == [["conv", "scale", "add"], ["conv", "scale", "add", "relu"]], str(s)
+
+
 class FunctionalBn(nn.Module):
     """F.batch_norm after a convolution in the forms that cannot be folded, and one not after a convolution."""
 
@@ -342,7 +362,8 @@ def test_functional_batch_norm_that_cannot_be_folded_is_left_with_the_reason():
 
 
 @pytest.mark.parametrize("name,expect", [("efficientnet_b0", (49, 65, 9)), ("mobilenetv3_large_100", (46, 48, 10)),
-                                         ("regnety_008", (47, 71, 14)), ("resnet50d", (55, 51, 16))])
+                                         ("regnety_008", (47, 71, 14)), ("resnet50d", (55, 51, 16)),
+                                         ("convnext_tiny", (0, 18, 18)), ("convnext_nano", (0, 14, 14))])
 def test_timm_models(name, expect):
     # timm's models build their BatchNorms from BatchNormAct2d (a BatchNorm2d subclass that tracing goes into)
     timm = pytest.importorskip("timm")
