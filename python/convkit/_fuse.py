@@ -6,8 +6,9 @@
 
 The model is traced with torch.fx (symbolic tracing). Where it cannot be traced whole, each child module is
 fused on its own, recursively, and whatever still cannot be traced is left as it was (the summary says so).
-For every convolution (torch.nn.Conv2d, or a convkit.nn.Conv2d without an activation) the pass looks at what
-consumes its output, one single-use step at a time:
+For every convolution (torch.nn.Conv2d or a subclass that computes its function, or a convkit.nn.Conv2d without
+an activation) the pass looks at what consumes its output, one single-use step at a time (a Conv2d subclass
+with a forward of its own is a leaf of the trace and runs as it is):
 
     conv -> [BatchNorm2d] -> [scale] -> [activation]                      act(bn(conv(x)))
     conv -> [BatchNorm2d] -> [scale] -> add(other) -> [activation]        act(bn(conv(x)) + other)
@@ -301,9 +302,15 @@ def _module(gm, node):
     return gm.get_submodule(node.target)
 
 
+def _plain_conv(m):
+    """nn.Conv2d, or a subclass that computes what it does (forward and _conv_forward not overridden)."""
+    return (isinstance(m, torch.nn.Conv2d) and not isinstance(m, cnn.Conv2d) and
+            type(m).forward is torch.nn.Conv2d.forward and type(m)._conv_forward is torch.nn.Conv2d._conv_forward)
+
+
 def _is_conv(gm, node):
     m = _module(gm, node)
-    if type(m) is torch.nn.Conv2d:
+    if _plain_conv(m):
         return True
     return isinstance(m, cnn.Conv2d) and m._activation == "none" and not isinstance(m, FusedConv2d)
 
@@ -837,25 +844,33 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
         if m is None:
             why = _functional_bn(gm, node)
             if why is not None:
-                prod = node.args[0] if node.args else None
-                why = why if isinstance(why, str) else (
-                    "its convolution's output is used elsewhere too" if isinstance(prod, torch.fx.Node) and
-                    _is_conv(gm, prod) else "not after a convolution")
+                why = why if isinstance(why, str) else _bn_left_reason(gm, node)
                 summary.left.append(FuseEntry(node.name, [], f"batch_norm left: {why}"))
             continue
         if type(m) is torch.nn.BatchNorm2d:
-            prod = node.args[0] if node.args else None
-            why = ("not after a convolution" if not (isinstance(prod, torch.fx.Node) and prod.op == "call_module"
-                   and isinstance(_module(gm, prod), torch.nn.Conv2d)) else
-                   "BatchNorm2d without running statistics: not foldable" if m.running_mean is None else
-                   "its convolution's output is used elsewhere too")
+            why = "BatchNorm2d without running statistics: not foldable" if m.running_mean is None else \
+                _bn_left_reason(gm, node)
             summary.left.append(FuseEntry(node.target, [], f"BatchNorm2d left: {why}"))
+        elif isinstance(m, torch.nn.Conv2d) and not isinstance(m, cnn.Conv2d) and not _plain_conv(m):
+            summary.left.append(FuseEntry(node.target, [], f"{type(m).__name__}: a Conv2d subclass with a forward "
+                                          "of its own, run as it is"))
         elif isinstance(m, (torch.nn.ConvTranspose2d, torch.nn.Conv1d, torch.nn.Conv3d)):
             summary.left.append(FuseEntry(node.target, [], f"{type(m).__name__}: not a 2-D convolution convkit runs"))
     g.lint()
     gm.recompile()
     gm.delete_all_unused_submodules()
     return summary
+
+
+def _bn_left_reason(gm, node):
+    """Why a foldable BatchNorm (module or call) was left: what produces its input."""
+    prod = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(_module(gm, prod) if prod is not None else None, torch.nn.Conv2d):
+        return "not after a convolution"
+    if not _is_conv(gm, prod):
+        return ("after a convolution that runs as it is (a Conv2d subclass with a forward of its own, or a convkit "
+                "convolution with an activation)")
+    return "its convolution's output is used elsewhere too"
 
 
 def _free_name(gm, name):
@@ -880,7 +895,10 @@ class _Tracer(torch.fx.Tracer):
     nodes instead of being traced into their forward)."""
 
     def is_leaf_module(self, m, qualname):
-        return isinstance(m, cnn.Conv2d) or super().is_leaf_module(m, qualname)
+        # every Conv2d subclass too: one that computes nn.Conv2d's function is fused like it; one with a forward of
+        # its own (timm's Conv2dSame pads by the input's size, which symbolic tracing cannot follow) runs as it is
+        # and no longer keeps the model around it from tracing
+        return isinstance(m, torch.nn.Conv2d) or super().is_leaf_module(m, qualname)
 
 
 def _trace(m):
@@ -890,8 +908,7 @@ def _trace(m):
 
 def _fuse_module(m, algo, memory_format, prefix, summary, linears=False):
     """m fused (a GraphModule) where it traces, else m with its children fused in place."""
-    if type(m) is torch.nn.Conv2d or (isinstance(m, cnn.Conv2d) and m._activation == "none"
-                                      and not isinstance(m, FusedConv2d)):
+    if _plain_conv(m) or (isinstance(m, cnn.Conv2d) and m._activation == "none" and not isinstance(m, FusedConv2d)):
         summary.entries.append(FuseEntry(prefix or "(model)", ["conv"], "a lone convolution"))
         return _new_conv(m, m.weight, m.bias, "none", algo, memory_format, "")
     try:

@@ -338,6 +338,47 @@ def test_a_per_channel_scale_after_a_conv_is_folded():
     assert [e.fused for e in s.entries] == [["conv", "scale", "add"], ["conv", "scale", "add", "relu"]], str(s)
 
 
+class PlainSubclass(nn.Conv2d):
+    """A Conv2d subclass that only changes the initialisation: it computes nn.Conv2d's function."""
+
+    def reset_parameters(self):
+        nn.init.normal_(self.weight, std=0.1)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+
+class PaddedByInput(nn.Conv2d):
+    """A Conv2d subclass with a forward of its own that reads the input's size (timm's Conv2dSame): symbolic
+    tracing cannot go into it."""
+
+    def forward(self, x):
+        pad = (x.shape[-1] + 1) % 2
+        return super().forward(F.pad(x, (0, int(pad), 0, int(pad))))
+
+
+class Subclasses(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = PlainSubclass(3, 8, 3, padding=1, bias=False)
+        self.bn_a = nn.BatchNorm2d(8)
+        self.b = PaddedByInput(8, 8, 3, stride=2)
+        self.bn_b = nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        return F.relu(self.bn_b(self.b(F.relu(self.bn_a(self.a(x))))))
+
+
+def test_conv2d_subclasses():
+    # one that computes nn.Conv2d's function is fused like it; one with a forward of its own runs as it is and
+    # no longer keeps the model around it from tracing whole
+    s = fuse_and_check(Subclasses(), torch.randn(2, 3, 9, 9))
+    assert [e.fused for e in s.entries] == [["conv", "bn", "relu"]], str(s)
+    text = str(s)
+    assert "PaddedByInput: a Conv2d subclass with a forward of its own" in text
+    assert "BatchNorm2d left: after a convolution that runs as it is" in text
+    assert "not traceable" not in text
+
+
 class FunctionalBn(nn.Module):
     """F.batch_norm after a convolution in the forms that cannot be folded, and one not after a convolution."""
 
@@ -363,7 +404,8 @@ def test_functional_batch_norm_that_cannot_be_folded_is_left_with_the_reason():
 
 @pytest.mark.parametrize("name,expect", [("efficientnet_b0", (49, 65, 9)), ("mobilenetv3_large_100", (46, 48, 10)),
                                          ("regnety_008", (47, 71, 14)), ("resnet50d", (55, 51, 16)),
-                                         ("convnext_tiny", (0, 18, 18)), ("convnext_nano", (0, 14, 14))])
+                                         ("convnext_tiny", (0, 18, 18)), ("convnext_nano", (0, 14, 14)),
+                                         ("tf_efficientnet_b0", (44, 60, 9))])
 def test_timm_models(name, expect):
     # timm's models build their BatchNorms from BatchNormAct2d (a BatchNorm2d subclass that tracing goes into)
     timm = pytest.importorskip("timm")
