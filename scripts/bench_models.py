@@ -4,7 +4,8 @@
                                    [--variants eager,compile,convert,fuse,fuse_autotune,fuse_compile] [--max-autotune]
                                    [--profile] [--plans] [--json out.json]
 
-Models (random init, eval): resnet50, resnext50_32x4d, mobilenet_v2, efficientnet_b0, convnext_tiny.
+Models (random init, eval): resnet50, resnext50_32x4d, mobilenet_v2, efficientnet_b0, convnext_tiny; any other
+torchvision model by name, and timm's as timm:<name> (timm:efficientnet_b0: its BatchNormAct2d layers).
 bf16 runs channels_last (model and input), f32 runs contiguous NCHW with strict fp32 on both sides (cuDNN's
 TF32 off). Variants:
   eager         the model as PyTorch runs it (cuDNN, benchmark=True)
@@ -59,10 +60,16 @@ def rel_l2(a, b):
 
 
 def make_model(name):
-    import torchvision
-
+    """torchvision's model `name`, or timm's for "timm:<name>" (random init), with random BatchNorm statistics."""
     torch.manual_seed(0)
-    m = getattr(torchvision.models, name)(weights=None)
+    if name.startswith("timm:"):
+        import timm
+
+        m = timm.create_model(name[len("timm:"):], pretrained=False)
+    else:
+        import torchvision
+
+        m = getattr(torchvision.models, name)(weights=None)
     # Random BatchNorm statistics: a freshly built model's are (0, 1), which would hide a wrong fold.
     g = torch.Generator().manual_seed(1)
     for mod in m.modules():
