@@ -1,10 +1,10 @@
 // torch.autocast for convkit's ops, as PyTorch's own ops behave in an autocast region:
-//  - the convolutions (convkit::conv2d, and _conv2d_autograd, what convkit.conv2d calls with
-//    convkit._autograd.BACKWARD = "aten"; conv2d_per_sample on CUDA, the CPU having no 16-bit per-sample
-//    kernel) run in the region's dtype, as torch's conv2d does (autocast's "lower precision" list): every
-//    floating-point tensor argument on the region's device is cast to it, a weight once a region
-//    (at::autocast::cached_cast). An algo that names float32 math ("/tf32") is an explicit request and keeps
-//    float32.
+//  - the convolutions (convkit::conv2d, conv2d_per_sample, and _conv2d_autograd, what convkit.conv2d calls with
+//    convkit._autograd.BACKWARD = "aten") return the region's dtype, as torch's conv2d does (autocast's "lower
+//    precision" list). On CUDA they compute in it: every floating-point tensor argument on the region's device
+//    is cast to it, a weight once a region (at::autocast::cached_cast). On the CPU they compute in float32 and
+//    cast the output (compute_dtype says why). An algo that names float32 math ("/tf32") is an explicit request
+//    and keeps float32.
 //  - layer_norm_last runs in float32 on CUDA, as torch's layer_norm does there (CUDA autocast's float32 list;
 //    CPU autocast leaves layer_norm alone, and so does this).
 // Without these kernels an autocast region would leave convkit's convolutions in float32: slower, and not what
@@ -51,11 +51,25 @@ struct Region {
   }
 };
 
-template <c10::DeviceType kDev>
-at::ScalarType conv_dtype(c10::string_view algo) {
+bool names_tf32(c10::string_view algo) {
   const std::string a(algo);
-  const bool tf32 = a.size() >= 5 && a.compare(a.size() - 5, 5, "/tf32") == 0;
-  return tf32 ? at::kFloat : at::autocast::get_autocast_dtype(kDev);
+  return a.size() >= 5 && a.compare(a.size() - 5, 5, "/tf32") == 0;
+}
+
+// The dtype a convolution computes in: the region's on CUDA; float32 on the CPU, where convkit has no fast
+// 16-bit kernel (its 16-bit CPU convolution is the reference, cpu_ref: a fused ResNet-18 in a bfloat16 region
+// took 1.9 s a forward on the CPU against 69 ms in float32), the output then cast to the region's dtype, so
+// that the dtypes are torch's. An explicit "/tf32" keeps float32 throughout.
+template <c10::DeviceType kDev>
+at::ScalarType compute_dtype(c10::string_view algo) {
+  return names_tf32(algo) || kDev == c10::DeviceType::CPU ? at::kFloat : at::autocast::get_autocast_dtype(kDev);
+}
+
+// y in the dtype the region's op returns (see compute_dtype).
+template <c10::DeviceType kDev>
+at::Tensor region_output(const at::Tensor& y, c10::string_view algo) {
+  if (kDev != c10::DeviceType::CPU || names_tf32(algo) || !y.is_floating_point()) return y;
+  return y.to(at::autocast::get_autocast_dtype(kDev));
 }
 
 template <c10::DeviceType kDev>
@@ -63,8 +77,9 @@ at::Tensor conv2d_autocast(const at::Tensor& x, const at::Tensor& w, const c10::
                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                            c10::string_view act, const c10::optional<at::Tensor>& residual, c10::string_view algo) {
   static const auto op = op_of<Conv2dSig>("convkit::conv2d");
-  const Region<kDev> cast(conv_dtype<kDev>(algo));
-  return op.call(cast(x), cast(w), cast(bias), stride, padding, dilation, groups, act, cast(residual), algo);
+  const Region<kDev> cast(compute_dtype<kDev>(algo));
+  return region_output<kDev>(
+      op.call(cast(x), cast(w), cast(bias), stride, padding, dilation, groups, act, cast(residual), algo), algo);
 }
 
 template <c10::DeviceType kDev>
@@ -73,9 +88,10 @@ at::Tensor conv2d_autograd_autocast(const at::Tensor& x, const at::Tensor& w, co
                                     int64_t groups, c10::string_view act, const c10::optional<at::Tensor>& residual,
                                     c10::string_view algo, bool aten_backward) {
   static const auto op = op_of<Conv2dAutogradSig>("convkit::_conv2d_autograd");
-  const Region<kDev> cast(conv_dtype<kDev>(algo));
-  return op.call(cast(x), cast(w), cast(bias), stride, padding, dilation, groups, act, cast(residual), algo,
-                 aten_backward);
+  const Region<kDev> cast(compute_dtype<kDev>(algo));
+  return region_output<kDev>(op.call(cast(x), cast(w), cast(bias), stride, padding, dilation, groups, act,
+                                     cast(residual), algo, aten_backward),
+                             algo);
 }
 
 template <c10::DeviceType kDev>
@@ -83,8 +99,8 @@ at::Tensor per_sample_autocast(const at::Tensor& x, const at::Tensor& w, const c
                                at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                int64_t groups, c10::string_view act) {
   static const auto op = op_of<PerSampleSig>("convkit::conv2d_per_sample");
-  const Region<kDev> cast(at::autocast::get_autocast_dtype(kDev));
-  return op.call(cast(x), cast(w), cast(bias), stride, padding, dilation, groups, act);
+  const Region<kDev> cast(compute_dtype<kDev>(""));
+  return region_output<kDev>(op.call(cast(x), cast(w), cast(bias), stride, padding, dilation, groups, act), "");
 }
 
 template <c10::DeviceType kDev>
@@ -101,6 +117,7 @@ at::Tensor layer_norm_autocast(const at::Tensor& x, const c10::optional<at::Tens
 TORCH_LIBRARY_IMPL(convkit, AutocastCPU, m) {
   m.impl("conv2d", &convkit_ext::conv2d_autocast<c10::DeviceType::CPU>);
   m.impl("_conv2d_autograd", &convkit_ext::conv2d_autograd_autocast<c10::DeviceType::CPU>);
+  m.impl("conv2d_per_sample", &convkit_ext::per_sample_autocast<c10::DeviceType::CPU>);
 }
 
 TORCH_LIBRARY_IMPL(convkit, AutocastCUDA, m) {

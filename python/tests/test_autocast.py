@@ -1,8 +1,9 @@
-"""torch.autocast and convkit's ops (csrc/autocast.cpp): in an autocast region the convolutions run in the
-region's dtype as torch's conv2d does (float32 inputs, weights, bias and residual cast; the weight once a region),
-gradients reach the float32 leaves, and a converted or fused model gives the dtypes and, within the 16-bit bound,
-the values of the torch model in the same region. On CUDA, layer_norm_last runs in float32 there as torch's
-layer_norm does. CPU (bfloat16 autocast) in CI, CUDA (bfloat16 and float16) on a GPU.
+"""torch.autocast and convkit's ops (csrc/autocast.cpp): in an autocast region the convolutions return the
+region's dtype as torch's conv2d does; on CUDA they compute in it (float32 inputs, weights, bias and residual cast;
+the weight once a region), on the CPU in float32 with the output cast (convkit's 16-bit CPU convolution is the
+slow reference). Gradients reach the float32 leaves, and a converted or fused model gives the dtypes and, within
+the 16-bit bound, the values of the torch model in the same region. On CUDA, layer_norm_last runs in float32
+there as torch's layer_norm does. CPU (bfloat16 autocast) in CI, CUDA (bfloat16 and float16) on a GPU.
 """
 import copy
 
@@ -40,8 +41,11 @@ def test_conv2d_runs_in_the_region_dtype_and_its_gradients_reach_float32(device)
         grads = torch.autograd.grad(y, (x, w, b, res), gy)
         # the same as casting by hand, to the bit: the region only adds the casts
         leaves = [t.detach().clone().requires_grad_() for t in (x, w, b, res)]
-        xs, ws, bs, rs = (t.to(dt) for t in leaves)
-        want = convkit.conv2d(xs, ws, bs, padding=1, activation="relu", residual=rs)
+        if device == "cpu":  # float32 math, the output cast
+            want = convkit.conv2d(*leaves[:3], padding=1, activation="relu", residual=leaves[3]).to(dt)
+        else:
+            xs, ws, bs, rs = (t.to(dt) for t in leaves)
+            want = convkit.conv2d(xs, ws, bs, padding=1, activation="relu", residual=rs)
         assert torch.equal(y, want)
         for got, ref, t in zip(grads, torch.autograd.grad(want, leaves, gy), (x, w, b, res)):
             assert got.dtype == torch.float32 and got.shape == t.shape
@@ -72,15 +76,14 @@ def test_the_aten_backward_switch_and_per_sample_under_autocast(device, monkeypa
     gx, gw = torch.autograd.grad(y_aten.float().square().sum(), (x, w))
     assert gx.dtype == gw.dtype == torch.float32
     monkeypatch.setattr(convkit._autograd, "BACKWARD", "convkit")
-    # per-sample weights: 16-bit on CUDA; the CPU has no 16-bit per-sample kernel and keeps float32
     ws = (torch.randn(2, 8, 16, 3, 3, generator=torch.Generator().manual_seed(3)) / 12).to(device)
     with torch.autocast(device, dtype=torch.bfloat16):
         yp = convkit.conv2d_per_sample(x.detach(), ws, None, padding=1)
-    if device == "cpu":
-        assert yp.dtype == torch.float32
-        return
     assert yp.dtype == torch.bfloat16
-    want = convkit.conv2d_per_sample(x.detach().bfloat16(), ws.bfloat16(), None, padding=1)
+    if device == "cpu":
+        want = convkit.conv2d_per_sample(x.detach(), ws, None, padding=1).bfloat16()
+    else:
+        want = convkit.conv2d_per_sample(x.detach().bfloat16(), ws.bfloat16(), None, padding=1)
     assert torch.equal(yp, want)
 
 
