@@ -398,7 +398,8 @@ def _add_other(node, chain_out):
 
 
 def _is_bn(gm, node):
-    return type(_module(gm, node)) is torch.nn.BatchNorm2d
+    # (SyncBatchNorm, what a model converted for distributed training has, is a BatchNorm in eval mode)
+    return type(_module(gm, node)) in (torch.nn.BatchNorm2d, torch.nn.SyncBatchNorm)
 
 
 _BN_ARGS = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
@@ -858,7 +859,7 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
                 why = why if isinstance(why, str) else _bn_left_reason(gm, node)
                 summary.left.append(FuseEntry(node.name, [], f"batch_norm left: {why}"))
             continue
-        if type(m) is torch.nn.BatchNorm2d:
+        if type(m) in (torch.nn.BatchNorm2d, torch.nn.SyncBatchNorm):
             why = "BatchNorm2d without running statistics: not foldable" if m.running_mean is None else \
                 _bn_left_reason(gm, node)
             summary.left.append(FuseEntry(node.target, [], f"BatchNorm2d left: {why}"))

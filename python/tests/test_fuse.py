@@ -21,7 +21,7 @@ def rel_l2(a, b):
 def randomise_bn(model, seed=0):
     g = torch.Generator().manual_seed(seed)
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
+        if isinstance(m, (nn.BatchNorm2d, nn.SyncBatchNorm)):
             if m.running_mean is not None:
                 m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.2)
                 m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
@@ -316,6 +316,13 @@ def test_batchnorm_subclasses_and_functional_batch_norm_are_folded():
     s = fuse_and_check(ConvBnActBlock(), torch.randn(2, 8, 7, 9))
     assert [e.fused for e in s.entries] == [["conv", "bn", "silu"], ["conv", "bn", "add"]], str(s)
     assert s.bn_folded == 2 and not s.left, str(s)
+
+
+def test_sync_batchnorm_is_folded():
+    # a model converted for distributed training (nn.SyncBatchNorm) is an ordinary one in eval mode
+    m = nn.SyncBatchNorm.convert_sync_batchnorm(torchvision.models.resnet18(weights=None))
+    s = fuse_and_check(m, torch.randn(2, 3, 64, 64))
+    assert (s.bn_folded, s.activations, s.residuals) == (20, 17, 8), str(s)
 
 
 class ConvScaleAdd(nn.Module):
