@@ -17,7 +17,8 @@ CUDA activity), the host events with the most self time a call (the ops and the 
 --whole: then the model itself at batch 1 on 32x32 inputs (nothing but host work), eval, no_grad: PyTorch
 eager, convkit.fuse(model) and torch.compile(convkit.fuse(model), fullgraph=True), median ms of 30 runs
 after 5 warm-ups, each run synchronised.
---device cpu times the same on the CPU (there is no GPU column then).
+--device cpu times the same on the CPU (there is no GPU column then); --hw 4 there makes the layers small enough
+for the host path to dominate.
 --grad: a training call instead: forward and backward of each layer (x and the weight requiring gradients, the
 gradients by torch.autograd.grad), torch's against convkit's module (the op's C++ autograd Function); "op" is
 then the forward alone with gradients recorded.
@@ -130,6 +131,9 @@ def main():
     ap.add_argument("--layers", type=int, default=0, help="the first N distinct layers only (0: all)")
     ap.add_argument("--whole", action="store_true", help="then the whole model at batch 1, 32x32")
     ap.add_argument("--grad", action="store_true", help="forward and backward of each layer (a training call)")
+    ap.add_argument("--hw", type=int, default=0,
+                    help="every layer's input at HW x HW (0: the model's own size); small on the CPU, where the "
+                         "kernels of a 224x224 model's layers outweigh the host path")
     a = ap.parse_args()
     cuda = a.device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -147,6 +151,8 @@ def main():
     with torch.set_grad_enabled(a.grad):
         convs = distinct_convs(a.model)
         for conv, shape in convs[: a.layers] if a.layers > 0 else convs:
+            if a.hw > 0:
+                shape = (shape[0], a.hw, a.hw)
             x = torch.randn(1, *shape, device=a.device).to(dtype).contiguous(memory_format=mf).requires_grad_(a.grad)
             tm = conv.to(device=a.device, dtype=dtype, memory_format=mf)
             cm = convkit.nn.convert(torch.nn.Sequential(tm)).to(device=a.device)[0]

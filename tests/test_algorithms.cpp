@@ -2,8 +2,8 @@
 // moment it is registered):
 //   a hand-checked case written out below; the DESIGN.md edge set x both layouts; a seeded random sweep
 //   vs cpu_ref (rel L2 within the path's bound); a small-integer sweep where every element must be
-//   bit-equal to cpu_ref; poisoned outputs; f16/bf16 through the reference; tf32 where accepted; a
-//   rejection reason for every "no"; and one GPU test past 2^31 elements.
+//   bit-equal to cpu_ref; poisoned outputs; f16/bf16 through the reference and on a random sweep; tf32 where
+//   accepted; a rejection reason for every "no"; and one GPU test past 2^31 elements.
 // Every failure prints the problem string, the config, the epilogue, the seed and the algorithm.
 #include <gtest/gtest.h>
 
@@ -518,6 +518,33 @@ TEST_P(AlgoTest, HalfAndBfloat16SmallIntegers) {
     EXPECT_EQ(t.rejected, 0) << "the reference handles every dtype";
   }
   if (t.run == 0) GTEST_SKIP() << algo().name() << " supports neither f16 nor bf16; e.g. " << t.first_reason;
+}
+
+TEST_P(AlgoTest, HalfAndBfloat16RandomSweep) {
+  // Every fourth case of the random sweep (any shape, stride, dilation, groups; every epilogue, the in-place
+  // residual included) in f16 and bf16 with Gaussian data: within the 16-bit bound of the independent reference.
+  // (convkit's own algorithms; the peers are measured against, and their engines' 16-bit math is theirs.)
+  CKT_REQUIRE_USABLE(algo());
+  if (algo().is_peer()) GTEST_SKIP() << algo().name() << " is a peer";
+  Tally t;
+  for (size_t i = 0; i < random_cases().size(); i += 4)
+    for (DType dt : {DType::f16, DType::bf16}) {
+      const Case& rc = random_cases()[i];
+      const Case c = ckt::make_case(rc.problem, ConvConfig{dt, rc.config.layout, Device::cpu, MathMode::strict}, rc.epi,
+                                    uint32_t(9000 + i), Fill::gaussian);
+      ConvConfig cfg = c.config;
+      cfg.device = algo().device();
+      if (!algo().can_implement(c.problem, cfg)) {
+        ++t.rejected;
+        continue;
+      }
+      ++t.run;
+      const HostTensor out = ckt::run_case(algo(), c);
+      const auto v = ckt::check_output(algo(), c, out, independent_reference(c), ckt::rel_l2_bound(algo(), cfg), false);
+      EXPECT_TRUE(v.ok) << v.message;
+    }
+  report(algo(), "f16/bf16 random", t);
+  if (t.run == 0) GTEST_SKIP() << algo().name() << " runs no f16/bf16 case of the sweep";
 }
 
 // ---- tf32 (an explicit mode, never the default) -------------------------------------------------

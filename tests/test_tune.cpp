@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -407,12 +408,14 @@ TEST_F(Tune, CandidatesAreCappedAndSkipReferencesWhenFasterExist) {
   for (const char* r : {"cpu_ref", "cuda_ref", "cuda_direct_naive"}) EXPECT_TRUE(detail::is_reference_algorithm(r)) << r;
   for (const char* f : {"cpu_direct", "cpu_im2col_gemm", "cuda_igemm_simt", "refine"})
     EXPECT_FALSE(detail::is_reference_algorithm(f)) << f;
-  // f16 on the CPU: only the reference can, so it is the candidate.
+  // f16 on the CPU: cpu_im2col_gemm (widened to f32) and the reference can; the reference is skipped.
   const Conv2dProblem p = Conv2dProblem::parse("n1c4h6w6k4r3s3p1");
   std::vector<std::string> skipped;
   const auto c16 = detail::tune_candidates(p, ConvConfig{DType::f16, Layout::nchw, Device::cpu, MathMode::strict}, &skipped);
   ASSERT_EQ(c16.size(), 1u);
-  EXPECT_EQ(c16[0].algorithm->name(), "cpu_ref");
+  EXPECT_EQ(c16[0].algorithm->name(), "cpu_im2col_gemm");
+  EXPECT_TRUE(std::any_of(skipped.begin(), skipped.end(),
+                          [](const std::string& s) { return s.rfind("cpu_ref: not timed", 0) == 0; }));
   const auto c32 = detail::tune_candidates(p, ConvConfig{}, &skipped);
   EXPECT_LE(c32.size(), size_t(detail::kMaxTuneCandidates));
   for (const auto& k : c32) EXPECT_FALSE(k.algorithm->is_peer());

@@ -1,5 +1,5 @@
-"""float16 / bfloat16 (and fp32 with "/tf32"), on the CPU (cpu_ref serves 16-bit there: the autograd and
-layout logic in 16 bits is checked in CI) and on CUDA when a GPU is present (the tensor-core kernels).
+"""float16 / bfloat16 (and fp32 with "/tf32"), on the CPU (cpu_im2col_gemm and cpu_ref serve 16-bit there: the
+autograd and layout logic in 16 bits is checked in CI) and on CUDA when a GPU is present (the tensor-core kernels).
 
 Bounds are norm-wise, ||got - ref|| / ||ref||, against F.conv2d in float64 on the CPU of the very same 16-bit
 inputs (so input rounding is not counted), with their reasons:

@@ -12,6 +12,11 @@
 // written (still in cache). When the residual aliases dst the GEMM accumulates onto it (beta = e.beta),
 // so every residual element is read before it is overwritten.
 // Workspace: one column matrix for one (image, group), exactly workspace_bytes(); none for the 1x1 case.
+// f16/bf16: the same float32 GEMM on widened operands, the output rounded once (fp32 accumulation, as the GPU
+// kernels). The column matrix widens the input as it gathers it (so the 1x1 case builds one too), the
+// workspace also holds the weight widened once a call and one image's float32 output, which the epilogue pass
+// rounds into dst. Before, convkit's only 16-bit CPU convolution was cpu_ref: 20-35x slower on MobileNetV2's
+// 1x1 layers (scripts/bench_host.py --device cpu --dtype bf16 --hw 4).
 // Measured 2026-11-29 on the 2-vCPU AMD EPYC (Zen 4, AVX-512), OpenBLAS 0.3.21, 2 threads, quiet machine,
 // `convkit bench --suite resnet50 --batch 1 --device cpu --layout nhwc`: geomean 0.71x oneDNN 2.6.3 over the
 // 23 layers (0.85x in NCHW, where oneDNN also pays its reorders); before the band split 0.57x.
@@ -19,6 +24,7 @@
 #include <cstring>
 
 #include "common/activation.hpp"
+#include "common/element.hpp"
 #include "core/registry.hpp"
 #include "cpu/openblas_common.hpp"
 
@@ -27,21 +33,38 @@
 namespace convkit::detail {
 namespace {
 
-bool needs_columns(const Conv2dProblem& p) {
-  return !(p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0);
+bool needs_columns(const Conv2dProblem& p, DType dt) {
+  return dt != DType::f32 ||
+         !(p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0);
 }
+
+// Element i of a 16-bit tensor as a float.
+inline float widen(const uint16_t* x, int64_t i, DType dt) {
+  return dt == DType::bf16 ? bf16_to_float(x[i]) : half_to_float(x[i]);
+}
+
+inline uint16_t narrow(float v, DType dt) { return dt == DType::bf16 ? float_to_bf16(v) : float_to_half(v); }
 
 #ifdef CONVKIT_HAVE_OPENBLAS
 
+// Element i of x as a float (a 16-bit one widened), and n consecutive elements of x into o.
+inline float element(const float* x, int64_t i, DType) { return x[i]; }
+inline float element(const uint16_t* x, int64_t i, DType dt) { return widen(x, i, dt); }
+inline void copy_elements(const float* x, float* o, int64_t n, DType) { std::memcpy(o, x, sizeof(float) * n); }
+inline void copy_elements(const uint16_t* x, float* o, int64_t n, DType dt) {
+  for (int64_t i = 0; i < n; ++i) o[i] = widen(x, i, dt);
+}
+
 // Columns [pq0, pq1) of col[(c*R + r)*S + s][p*Q + q] = x[g*Cg + c][h][w] (0 in the padding), NCHW;
-// col's leading dimension is P*Q.
-void im2col_nchw(const Conv2dProblem& pb, const float* x /* image n */, int64_t g, float* col, int64_t pq0,
+// col's leading dimension is P*Q. T: float, or uint16_t for f16/bf16 (dt says which), widened.
+template <typename T>
+void im2col_nchw(const Conv2dProblem& pb, const T* x /* image n */, DType dt, int64_t g, float* col, int64_t pq0,
                  int64_t pq1) {
   const int64_t P = pb.p(), Q = pb.q(), Cg = pb.c_per_group(), HW = pb.h * pb.w;
   const int64_t rows = Cg * pb.r * pb.s;
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t c = row / (pb.r * pb.s), r = (row / pb.s) % pb.r, s = row % pb.s;
-    const float* xc = x + (g * Cg + c) * HW;
+    const T* xc = x + (g * Cg + c) * HW;
     float* out = col + row * P * Q;
     const int64_t w0 = s * pb.dilation_w - pb.pad_w;
     for (int64_t pq = pq0; pq < pq1;) {
@@ -49,14 +72,15 @@ void im2col_nchw(const Conv2dProblem& pb, const float* x /* image n */, int64_t 
       const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
       for (int64_t q = pq - p * Q; q < q_end; ++q, ++pq) {
         const int64_t w = w0 + q * pb.stride_w;
-        out[pq] = (h >= 0 && h < pb.h && w >= 0 && w < pb.w) ? xc[h * pb.w + w] : 0.0f;
+        out[pq] = (h >= 0 && h < pb.h && w >= 0 && w < pb.w) ? element(xc, h * pb.w + w, dt) : 0.0f;
       }
     }
   }
 }
 
 // Rows [pq0, pq1) of col[p*Q + q][(r*S + s)*Cg + c] = x[h][w][g*Cg + c] (0 in the padding), NHWC.
-void im2col_nhwc(const Conv2dProblem& pb, const float* x /* image n */, int64_t g, float* col, int64_t pq0,
+template <typename T>
+void im2col_nhwc(const Conv2dProblem& pb, const T* x /* image n */, DType dt, int64_t g, float* col, int64_t pq0,
                  int64_t pq1) {
   const int64_t Q = pb.q(), Cg = pb.c_per_group();
   const int64_t width = pb.r * pb.s * Cg;
@@ -71,10 +95,26 @@ void im2col_nhwc(const Conv2dProblem& pb, const float* x /* image n */, int64_t 
         if (h < 0 || h >= pb.h || w < 0 || w >= pb.w)
           std::fill(o, o + Cg, 0.0f);
         else
-          std::memcpy(o, x + (h * pb.w + w) * pb.c + g * Cg, sizeof(float) * Cg);
+          copy_elements(x + (h * pb.w + w) * pb.c + g * Cg, o, Cg, dt);
       }
     }
   }
+}
+
+// The epilogue of a 16-bit output: the float32 GEMM block y (alpha applied) plus bias and beta * residual
+// (both 16-bit, read as floats), activated, rounded into d. Each residual element is read before the element
+// of d at the same place is written, so a residual that is d itself works.
+void finish_block16(const Epilogue& e, DType dt, const float* y, int64_t ldy, uint16_t* d, const uint16_t* res,
+                    const uint16_t* bias, int64_t rows, int64_t cols, int64_t ldd, bool bias_on_rows) {
+  const bool has_bias = bias != nullptr, has_res = res != nullptr;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const float b = has_bias ? widen(bias, bias_on_rows ? i : j, dt) : 0.0f;
+      const float r = has_res ? widen(res, i * ldd + j, dt) : 0.0f;
+      d[i * ldd + j] = narrow(apply_epilogue<float>(e.activation, 1.0f, e.beta, y[i * ldy + j], has_bias, b, has_res,
+                                                    r),
+                              dt);
+    }
 }
 
 // The part of the epilogue the GEMM did not do, over a rows x cols block with leading dimension ld.
@@ -102,19 +142,32 @@ class CpuIm2colGemm final : public Algorithm {
   std::string name() const override { return "cpu_im2col_gemm"; }
   Device device() const override { return Device::cpu; }
   std::string description() const override {
-    return "im2col column matrix + OpenBLAS SGEMM (1x1 stride-1 needs no copy), epilogue in one pass";
+    return "im2col column matrix + OpenBLAS SGEMM (1x1 stride-1 needs no copy), epilogue in one pass; f16/bf16 "
+           "widened into the columns, the output rounded once";
   }
   Support available() const override { return openblas_available(); }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
-    if (Support ok = openblas_f32_request(p, cfg); !ok) return ok;
+    ConvConfig widened = cfg;  // f16/bf16 are widened to f32 around the same GEMM
+    if (cfg.dtype != DType::f32 && cfg.math == MathMode::strict) widened.dtype = DType::f32;
+    if (Support ok = openblas_f32_request(p, widened); !ok) return ok;
     const int64_t int_max = 2147483647;
     if (p.gemm_k() > int_max || p.n * p.p() * p.q() > int_max || p.k > int_max)
       return Support::no("a GEMM dimension exceeds the 32-bit int that the BLAS interface takes.");
     return Support::yes();
   }
-  size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig&) const override {
-    if (!needs_columns(p)) return 0;
-    return sizeof(float) * static_cast<size_t>(p.c_per_group() * p.r * p.s) * static_cast<size_t>(p.p() * p.q());
+  // A 16-bit depthwise layer is one tiny GEMM a channel: cpu_ref's direct loop measured faster there (CPU,
+  // MobileNetV2's depthwise layers at 4x4, bf16: 960 channels 1.18 ms against 0.26; scripts/bench_host.py).
+  Support heuristic_choice(const Conv2dProblem& p, const ConvConfig& cfg, const Operands&) const override {
+    if (cfg.dtype != DType::f32 && p.c_per_group() == 1 && p.groups > 1)
+      return Support::no("a 16-bit depthwise layer is one tiny GEMM a channel here: cpu_ref measured faster.");
+    return Support::yes();
+  }
+  size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
+    if (!needs_columns(p, cfg.dtype)) return 0;
+    const size_t crs = static_cast<size_t>(p.c_per_group() * p.r * p.s), pq = static_cast<size_t>(p.p() * p.q());
+    size_t floats = crs * pq;                                         // the column matrix
+    if (cfg.dtype != DType::f32) floats += static_cast<size_t>(p.k) * (crs + pq);  // the weight, an image's output
+    return sizeof(float) * floats;
   }
 
   void run(const ConvCall& call) const override {
@@ -124,13 +177,14 @@ class CpuIm2colGemm final : public Algorithm {
 #else
     const Conv2dProblem& pb = call.problem;
     if (Support ok = can_implement(pb, call.config); !ok) throw Error(StatusCode::unsupported, "cpu_im2col_gemm: " + ok.reason);
-    const bool cols = needs_columns(pb);
+    const bool cols = needs_columns(pb, call.config.dtype);
     const size_t need = workspace_bytes(pb, call.config);
     if (cols && (call.workspace == nullptr || call.workspace_bytes < need))
       throw Error(StatusCode::invalid_tensor, "cpu_im2col_gemm needs " + std::to_string(need) +
                                                   " bytes of workspace but was given " +
                                                   std::to_string(call.workspace_bytes) + ".");
     const Epilogue& e = call.epilogue;
+    if (call.config.dtype != DType::f32) return run16(call);
     const float* x = static_cast<const float*>(call.src.data);
     const float* wt = static_cast<const float*>(call.wei.data);
     float* y = static_cast<float*>(call.dst.data);
@@ -164,7 +218,7 @@ class CpuIm2colGemm final : public Algorithm {
           if (nchw) {  // dst[Kg, band] = W[Kg, CRS] x col[CRS, band]
             const float* xn = x + n * in_img;
             const float* b = cols ? col : xn + g * Cg * PQ;  // 1x1 s1 p0: H*W == P*Q
-            if (cols) im2col_nchw(pb, xn, g, col, m0, m1);
+            if (cols) im2col_nchw(pb, xn, DType::f32, g, col, m0, m1);
             float* yg = y + n * out_img + g * Kg * PQ + m0;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Kg), int(mb), int(CRS), e.alpha,
                         wt + g * Kg * CRS, int(CRS), b + m0, int(PQ), gemm_beta, yg, int(PQ));
@@ -173,7 +227,7 @@ class CpuIm2colGemm final : public Algorithm {
           } else {  // dst[band, Kg] = col[band, CRS] x W[Kg, CRS]^T
             const float* a = cols ? col : x + g * Cg;
             const int64_t lda = cols ? CRS : pb.c;
-            if (cols) im2col_nhwc(pb, x + n * in_img, g, col, m0, m1);
+            if (cols) im2col_nhwc(pb, x + n * in_img, DType::f32, g, col, m0, m1);
             float* yg = y + n * out_img + m0 * pb.k + g * Kg;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(mb), int(Kg), int(CRS), e.alpha, a + m0 * lda,
                         int(lda), wt + g * Kg * CRS, int(CRS), gemm_beta, yg, int(pb.k));
@@ -184,6 +238,59 @@ class CpuIm2colGemm final : public Algorithm {
     }
 #endif
   }
+
+ private:
+#ifdef CONVKIT_HAVE_OPENBLAS
+  // f16/bf16 (the file's header): widened columns and weight, one image's float32 output, rounded into dst
+  // by the epilogue pass. Threads own bands of output pixels as in run().
+  void run16(const ConvCall& call) const {
+    const Conv2dProblem& pb = call.problem;
+    const Epilogue& e = call.epilogue;
+    const DType dt = call.config.dtype;
+    const auto* x = static_cast<const uint16_t*>(call.src.data);
+    const auto* wt16 = static_cast<const uint16_t*>(call.wei.data);
+    auto* y = static_cast<uint16_t*>(call.dst.data);
+    const auto* bias = static_cast<const uint16_t*>(e.bias);
+    const auto* res = static_cast<const uint16_t*>(e.residual);
+    const int64_t P = pb.p(), Q = pb.q(), PQ = P * Q, G = pb.groups;
+    const int64_t Cg = pb.c_per_group(), Kg = pb.k_per_group(), CRS = Cg * pb.r * pb.s;
+    const int64_t in_img = pb.c * pb.h * pb.w, out_img = pb.k * PQ;
+    float* col = static_cast<float*>(call.workspace);
+    float* wt = col + CRS * PQ;   // [K, CRS], the layout's own order (KCRS or KRSC)
+    float* yf = wt + pb.k * CRS;  // one image's output, the layout's own order
+    single_threaded_blas();
+    const bool nchw = call.config.layout == Layout::nchw;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < pb.k * CRS; ++i) wt[i] = widen(wt16, i, dt);
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t m0 = PQ * t / nt, m1 = PQ * (t + 1) / nt, mb = m1 - m0;
+      for (int64_t n = 0; n < pb.n && mb > 0; ++n)
+        for (int64_t g = 0; g < G; ++g) {
+          const uint16_t* xn = x + n * in_img;
+          const uint16_t* bg = bias ? bias + g * Kg : nullptr;
+          if (nchw) {  // yf[Kg, band] = W[Kg, CRS] x col[CRS, band]
+            im2col_nchw(pb, xn, dt, g, col, m0, m1);
+            float* yg = yf + g * Kg * PQ + m0;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Kg), int(mb), int(CRS), e.alpha,
+                        wt + g * Kg * CRS, int(CRS), col + m0, int(PQ), 0.0f, yg, int(PQ));
+            const int64_t off = n * out_img + g * Kg * PQ + m0;
+            finish_block16(e, dt, yg, PQ, y + off, res ? res + off : nullptr, bg, Kg, mb, PQ, true);
+          } else {  // yf[band, Kg] = col[band, CRS] x W[Kg, CRS]^T
+            im2col_nhwc(pb, xn, dt, g, col, m0, m1);
+            float* yg = yf + m0 * pb.k + g * Kg;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(mb), int(Kg), int(CRS), e.alpha, col + m0 * CRS,
+                        int(CRS), wt + g * Kg * CRS, int(CRS), 0.0f, yg, int(pb.k));
+            const int64_t off = n * out_img + m0 * pb.k + g * Kg;
+            finish_block16(e, dt, yg, pb.k, y + off, res ? res + off : nullptr, bg, mb, Kg, pb.k, false);
+          }
+        }
+    }
+  }
+#else
+  void run16(const ConvCall&) const {}
+#endif
 };
 
 }  // namespace
