@@ -46,7 +46,8 @@ before it, folded into the weight and bias in float32. This rewrite is on by def
 Linears to torch): with cuda_igemm_wgmma on the Linears and the LayerNorms on convkit, the fused ConvNeXt-T ran
 faster with it on the H200 (docs/perf.md, 2026-12-04). On CUDA in float32 a FusedLinear computes with torch's
 Linear (cuBLAS) and PyTorch's epilogue ops, which measured faster there
-(FusedLinear.torch_for_cuda_f32); in 16-bit types and on the CPU it is convkit's convolution.
+(FusedLinear.torch_for_cuda_f32), and so does it on the CPU (FusedLinear.torch_on_cpu: faster there too); in
+16-bit types on CUDA it is convkit's convolution.
 ConvTranspose2d, the other Linears and everything else stay as they were; convolutions that nothing fuses with
 still become convkit convolutions. convkit.FusedConv2d is the module that replaces a chain.
 
@@ -165,6 +166,10 @@ class FusedLinear(FusedConv2d):
     # two layout copies (ConvNeXt-T f32 batch 32 on the H200: 20.7 ms that way against 11.6 for the Linears
     # left alone; docs/perf.md, 2026-12-03). False runs convkit there too.
     torch_for_cuda_f32 = True
+    # On the CPU (every dtype) the same: torch's Linear (its BLAS) and PyTorch's epilogue ops measured faster than
+    # convkit's CPU 1x1 convolution (ConvNeXt-T, 160x160, batch 1, 2 threads: 49 ms a forward against 62 in
+    # float32). False runs convkit there too.
+    torch_on_cpu = True
 
     def __init__(self, in_features, out_features, *, nchw_out=False, **kwargs):
         super().__init__(in_features, out_features, 1, **kwargs)
@@ -183,7 +188,7 @@ class FusedLinear(FusedConv2d):
         if x.dim() != 4:
             # Not the 4-D activation the pass expected (a broadcast changed the rank): the Linear it was.
             return self._as_linear(x, residual)
-        if self.torch_for_cuda_f32 and x.is_cuda and x.dtype == torch.float32:
+        if (self.torch_for_cuda_f32 and x.is_cuda and x.dtype == torch.float32) or (self.torch_on_cpu and x.is_cpu):
             return self._as_linear(x, residual)
         xc = x.permute(0, 3, 1, 2)
         if not (xc.is_contiguous() or xc.is_contiguous(memory_format=torch.channels_last)):

@@ -58,8 +58,8 @@ bool names_tf32(c10::string_view algo) {
 
 // The dtype a convolution computes in: the region's on CUDA; float32 on the CPU, the output then cast to the
 // region's dtype, so that the dtypes are torch's. convkit's CPU convolutions compute in float32 either way
-// (cpu_im2col_gemm widens 16-bit operands; a 16-bit depthwise layer has only cpu_ref), so casting the inputs
-// would only round them. An explicit "/tf32" keeps float32 throughout.
+// (cpu_im2col_gemm and cpu_depthwise widen 16-bit operands), so casting the inputs would only round them. An
+// explicit "/tf32" keeps float32 throughout.
 template <c10::DeviceType kDev>
 at::ScalarType compute_dtype(c10::string_view algo) {
   return names_tf32(algo) || kDev == c10::DeviceType::CPU ? at::kFloat : at::autocast::get_autocast_dtype(kDev);

@@ -136,9 +136,9 @@ def test_linears_on_channels_last_activations(fmt):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype,convkit_f32", [(torch.float32, False), (torch.float32, True), (torch.bfloat16, True)])
 def test_fused_linears_every_device_and_dtype(device, dtype, convkit_f32, monkeypatch):
-    if device == "cpu" and dtype == torch.bfloat16:
-        pytest.skip("convkit's CPU kernels compute f32 only")
+    # convkit_f32: convkit's 1x1 convolution also where torch's Linear is the rule (CUDA float32, the CPU)
     monkeypatch.setattr(convkit.FusedLinear, "torch_for_cuda_f32", not convkit_f32)
+    monkeypatch.setattr(convkit.FusedLinear, "torch_on_cpu", not convkit_f32)
     torch.manual_seed(0)
     m = ChannelsLastMlp(c=16).eval().to(device=device, dtype=dtype)
     x = torch.randn(2, 16, 9, 7, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)

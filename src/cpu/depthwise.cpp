@@ -18,6 +18,9 @@
 // residual may alias the output (each element is read, then written, by the thread that computes it).
 // Parallelism: OpenMP over (image, output row) in NHWC, over (image, channel) planes in NCHW.
 // Workspace: the transposed filters (R*S*C floats) in NHWC; none in NCHW (the padded plane is per thread).
+// f16/bf16: the same float32 computation on widened copies (input, filters, bias, residual) in the workspace,
+// the output rounded once into dst (fp32 sums, as the GPU kernels); before, cpu_ref's 16-bit loop served
+// these layers (ConvNeXt-T's 7x7 depthwise layers made its bf16 forward 4.5x torch's time on the CPU).
 // measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3; 2026-12-01): the MobileNetV2, EfficientNet-B0 and
 // ConvNeXt-T depthwise layers in NCHW 0.31-1.41x (geomean 0.80x); MobileNetV2 NHWC 0.35-0.77x (2026-11-30).
 // docs/kernels.md, docs/perf.md.
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "common/activation.hpp"
+#include "common/element.hpp"
 #include "core/registry.hpp"
 
 #include <omp.h>
@@ -271,11 +275,10 @@ class CpuDepthwise final : public Algorithm {
   Device device() const override { return Device::cpu; }
   std::string description() const override {
     return "depthwise (groups = C = K) direct convolution: NHWC vectorised over channels, NCHW on a zero-padded "
-           "plane in 4x16 register blocks; OpenMP";
+           "plane in 4x16 register blocks; OpenMP; f16/bf16 on widened copies";
   }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (cfg.device != Device::cpu) return Support::no("runs on the CPU only.");
-    if (cfg.dtype != DType::f32) return Support::no("computes in f32 only.");
     if (cfg.math == MathMode::tf32) return Support::no("the CPU has no tf32 mode; ask for strict f32.");
     if (Status s = p.validate(); !s.ok()) return Support::no(s.message);
     if (p.groups != p.c || p.k != p.c)
@@ -284,12 +287,16 @@ class CpuDepthwise final : public Algorithm {
     return Support::yes();
   }
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
-    if (!can_implement(p, cfg) || cfg.layout != Layout::nhwc) return 0;
-    return sizeof(float) * size_t(p.r * p.s * p.c);
+    if (!can_implement(p, cfg)) return 0;
+    size_t floats = cfg.layout == Layout::nhwc ? size_t(p.r * p.s * p.c) : 0;  // the transposed filters
+    if (cfg.dtype != DType::f32)  // widened input, filters, bias and output (and a residual, in the output's)
+      floats += size_t(p.input_elems() + p.r * p.s * p.c + p.k + 2 * p.output_elems());
+    return sizeof(float) * floats;
   }
   void run(const ConvCall& call) const override {
     const Conv2dProblem& pb = call.problem;
     if (Support ok = can_implement(pb, call.config); !ok) throw Error(StatusCode::unsupported, "cpu_depthwise: " + ok.reason);
+    if (call.config.dtype != DType::f32) return run16(call);
     const float* x = static_cast<const float*>(call.src.data);
     const float* w = static_cast<const float*>(call.wei.data);
     float* y = static_cast<float*>(call.dst.data);
@@ -303,6 +310,46 @@ class CpuDepthwise final : public Algorithm {
                                                   " bytes of workspace but was given " +
                                                   std::to_string(call.workspace_bytes) + ".");
     run_nhwc(pb, x, w, y, call.epilogue, static_cast<float*>(call.workspace));
+  }
+
+ private:
+  // f16/bf16 (the file's header): widened copies in the workspace, the float32 run, the output rounded.
+  void run16(const ConvCall& call) const {
+    const Conv2dProblem& pb = call.problem;
+    const DType dt = call.config.dtype;
+    const size_t need = workspace_bytes(pb, call.config);
+    if (call.workspace == nullptr || call.workspace_bytes < need)
+      throw Error(StatusCode::invalid_tensor, "cpu_depthwise needs " + std::to_string(need) +
+                                                  " bytes of workspace but was given " +
+                                                  std::to_string(call.workspace_bytes) + ".");
+    const int64_t nx = pb.input_elems(), nw = pb.r * pb.s * pb.c, ny = pb.output_elems();
+    float* wt = static_cast<float*>(call.workspace);  // the NHWC pass's transposed filters
+    float* x = wt + (call.config.layout == Layout::nhwc ? nw : 0);
+    float* w = x + nx;
+    float* bias = w + nw;
+    float* y = bias + pb.k;
+    float* res = y + ny;
+    auto widen_all = [dt](const void* src, float* dst, int64_t n) {
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) dst[i] = float(load_as_double(src, dt, i));
+    };
+    widen_all(call.src.data, x, nx);
+    widen_all(call.wei.data, w, nw);
+    Epilogue e = call.epilogue;
+    if (e.bias != nullptr) {
+      widen_all(e.bias, bias, pb.k);
+      e.bias = bias;
+    }
+    if (e.residual != nullptr) {  // (read before dst is written: it may be dst itself)
+      widen_all(e.residual, res, ny);
+      e.residual = res;
+    }
+    if (call.config.layout == Layout::nchw)
+      run_nchw(pb, x, w, y, e);
+    else
+      run_nhwc(pb, x, w, y, e, wt);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < ny; ++i) store_from_double(call.dst.data, dt, i, y[i]);
   }
 };
 

@@ -157,6 +157,7 @@ class CpuIm2colGemm final : public Algorithm {
   }
   // A 16-bit depthwise layer is one tiny GEMM a channel: cpu_ref's direct loop measured faster there (CPU,
   // MobileNetV2's depthwise layers at 4x4, bf16: 960 channels 1.18 ms against 0.26; scripts/bench_host.py).
+  // (With one channel a group and out, cpu_depthwise comes first; this is for multipliers above 1.)
   Support heuristic_choice(const Conv2dProblem& p, const ConvConfig& cfg, const Operands&) const override {
     if (cfg.dtype != DType::f32 && p.c_per_group() == 1 && p.groups > 1)
       return Support::no("a 16-bit depthwise layer is one tiny GEMM a channel here: cpu_ref measured faster.");
