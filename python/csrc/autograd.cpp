@@ -81,10 +81,10 @@ at::MemoryFormat memory_format_of(const at::Tensor& t) {  // as convkit/_meta.py
 
 // convkit::_aten_conv_grads (registered from Python, convkit/_autograd.py): aten's convolution_backward under
 // the op's math mode. Returns undefined tensors for the gradients not asked for.
-// A float16/bfloat16 problem (math modes concern float32 only) of the ordinary op calls
-// aten::convolution_backward itself: the custom op's Python (strict_conv_math, the memory formats) cost ~60 us
-// a call on the CPU against ~5 us for the call from here, once a layer in a ResNet-50 training step (every
-// dense layer's weight gradient). Under torch.compile it is traced as the aten op it is.
+// A float16/bfloat16 problem of conv2d (math modes concern float32 only) calls aten::convolution_backward
+// itself: the custom op's Python (strict_conv_math, the memory formats) cost ~60 us a call on the CPU against
+// ~5 us for the call from here, and a ResNet-50 training step makes one a dense layer (its weight gradient).
+// Under torch.compile it is traced as the aten op it is.
 std::pair<at::Tensor, at::Tensor> aten_grads(const at::Tensor& gz, const at::Tensor& x, const at::Tensor& w,
                                              at::IntArrayRef stride, at::IntArrayRef padding,
                                              at::IntArrayRef dilation, int64_t groups, bool per_sample, bool need_x,
