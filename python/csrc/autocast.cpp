@@ -16,8 +16,6 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
-#include <string>
-
 namespace convkit_ext {
 namespace {
 
@@ -51,10 +49,7 @@ struct Region {
   }
 };
 
-bool names_tf32(c10::string_view algo) {
-  const std::string a(algo);
-  return a.size() >= 5 && a.compare(a.size() - 5, 5, "/tf32") == 0;
-}
+bool names_tf32(c10::string_view algo) { return algo.size() >= 5 && algo.substr(algo.size() - 5) == "/tf32"; }
 
 // The dtype a convolution computes in: the region's on CUDA; float32 on the CPU, the output then cast to the
 // region's dtype, so that the dtypes are torch's. convkit's CPU convolutions compute in float32 either way

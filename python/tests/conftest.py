@@ -1,5 +1,7 @@
 import pytest
 import torch
+import torch._functorch.config
+import torch._inductor.config
 
 import convkit  # noqa: F401  (registers torch.ops.convkit)
 
@@ -15,17 +17,12 @@ def _no_user_tune_cache():
         yield
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _no_compile_cache():
-    """torch.compile compiles afresh in the tests: Inductor's FX graph cache and AOTAutograd's cache key a graph
-    by its ops, not by what convkit's C++ kernels behind them do, so an entry written by another build of the
-    extension (an earlier checkout on the same machine) can replay its behaviour (seen with the CPU autocast rule:
-    a bfloat16 graph cached by the build before it)."""
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
-
-    with inductor_config.patch(fx_graph_cache=False), functorch_config.patch(enable_autograd_cache=False):
-        yield
+# torch.compile compiles afresh in the tests: Inductor's FX graph cache and AOTAutograd's cache key a graph by its
+# ops, not by what convkit's C++ kernels behind them do, so an entry written by another build of the extension (an
+# earlier checkout on the same machine) can replay its behaviour (seen with the CPU autocast rule: a bfloat16 graph
+# cached by the build before it).
+torch._inductor.config.fx_graph_cache = False
+torch._functorch.config.enable_autograd_cache = False
 
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

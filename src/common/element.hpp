@@ -50,7 +50,8 @@ inline uint16_t float_to_bf16(float f) {
   return uint16_t(u >> 16);
 }
 
-inline double load_as_double(const void* base, DType t, int64_t i) {
+// Element i of any dtype as a float, and a float stored as element i (16-bit: round to nearest even).
+inline float load_as_float(const void* base, DType t, int64_t i) {
   switch (t) {
     case DType::f32: return static_cast<const float*>(base)[i];
     case DType::f16: return half_to_float(static_cast<const uint16_t*>(base)[i]);
@@ -59,12 +60,18 @@ inline double load_as_double(const void* base, DType t, int64_t i) {
   return 0;
 }
 
-inline void store_from_double(void* base, DType t, int64_t i, double v) {
+inline void store_from_float(void* base, DType t, int64_t i, float v) {
   switch (t) {
-    case DType::f32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DType::f16: static_cast<uint16_t*>(base)[i] = float_to_half(static_cast<float>(v)); break;
-    case DType::bf16: static_cast<uint16_t*>(base)[i] = float_to_bf16(static_cast<float>(v)); break;
+    case DType::f32: static_cast<float*>(base)[i] = v; break;
+    case DType::f16: static_cast<uint16_t*>(base)[i] = float_to_half(v); break;
+    case DType::bf16: static_cast<uint16_t*>(base)[i] = float_to_bf16(v); break;
   }
+}
+
+inline double load_as_double(const void* base, DType t, int64_t i) { return load_as_float(base, t, i); }
+
+inline void store_from_double(void* base, DType t, int64_t i, double v) {
+  store_from_float(base, t, i, static_cast<float>(v));
 }
 
 }  // namespace convkit::detail

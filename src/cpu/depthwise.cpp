@@ -331,7 +331,7 @@ class CpuDepthwise final : public Algorithm {
     float* res = y + ny;
     auto widen_all = [dt](const void* src, float* dst, int64_t n) {
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) dst[i] = float(load_as_double(src, dt, i));
+      for (int64_t i = 0; i < n; ++i) dst[i] = load_as_float(src, dt, i);
     };
     widen_all(call.src.data, x, nx);
     widen_all(call.wei.data, w, nw);
@@ -349,7 +349,7 @@ class CpuDepthwise final : public Algorithm {
     else
       run_nhwc(pb, x, w, y, e, wt);
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < ny; ++i) store_from_double(call.dst.data, dt, i, y[i]);
+    for (int64_t i = 0; i < ny; ++i) store_from_float(call.dst.data, dt, i, y[i]);
   }
 };
 

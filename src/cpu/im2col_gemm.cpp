@@ -38,21 +38,14 @@ bool needs_columns(const Conv2dProblem& p, DType dt) {
          !(p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0);
 }
 
-// Element i of a 16-bit tensor as a float.
-inline float widen(const uint16_t* x, int64_t i, DType dt) {
-  return dt == DType::bf16 ? bf16_to_float(x[i]) : half_to_float(x[i]);
-}
-
-inline uint16_t narrow(float v, DType dt) { return dt == DType::bf16 ? float_to_bf16(v) : float_to_half(v); }
-
 #ifdef CONVKIT_HAVE_OPENBLAS
 
 // Element i of x as a float (a 16-bit one widened), and n consecutive elements of x into o.
 inline float element(const float* x, int64_t i, DType) { return x[i]; }
-inline float element(const uint16_t* x, int64_t i, DType dt) { return widen(x, i, dt); }
+inline float element(const uint16_t* x, int64_t i, DType dt) { return load_as_float(x, dt, i); }
 inline void copy_elements(const float* x, float* o, int64_t n, DType) { std::memcpy(o, x, sizeof(float) * n); }
 inline void copy_elements(const uint16_t* x, float* o, int64_t n, DType dt) {
-  for (int64_t i = 0; i < n; ++i) o[i] = widen(x, i, dt);
+  for (int64_t i = 0; i < n; ++i) o[i] = load_as_float(x, dt, i);
 }
 
 // Columns [pq0, pq1) of col[(c*R + r)*S + s][p*Q + q] = x[g*Cg + c][h][w] (0 in the padding), NCHW;
@@ -109,11 +102,10 @@ void finish_block16(const Epilogue& e, DType dt, const float* y, int64_t ldy, ui
   const bool has_bias = bias != nullptr, has_res = res != nullptr;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
-      const float b = has_bias ? widen(bias, bias_on_rows ? i : j, dt) : 0.0f;
-      const float r = has_res ? widen(res, i * ldd + j, dt) : 0.0f;
-      d[i * ldd + j] = narrow(apply_epilogue<float>(e.activation, 1.0f, e.beta, y[i * ldy + j], has_bias, b, has_res,
-                                                    r),
-                              dt);
+      const float b = has_bias ? load_as_float(bias, dt, bias_on_rows ? i : j) : 0.0f;
+      const float r = has_res ? load_as_float(res, dt, i * ldd + j) : 0.0f;
+      store_from_float(d, dt, i * ldd + j,
+                       apply_epilogue<float>(e.activation, 1.0f, e.beta, y[i * ldy + j], has_bias, b, has_res, r));
     }
 }
 
@@ -264,7 +256,7 @@ class CpuIm2colGemm final : public Algorithm {
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < pb.k * CRS; ++i) wt[i] = widen(wt16, i, dt);
+      for (int64_t i = 0; i < pb.k * CRS; ++i) wt[i] = load_as_float(wt16, dt, i);
       const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
       const int64_t m0 = PQ * t / nt, m1 = PQ * (t + 1) / nt, mb = m1 - m0;
       for (int64_t n = 0; n < pb.n && mb > 0; ++n)
