@@ -33,6 +33,7 @@
 #include "common/activation.hpp"
 #include "common/element.hpp"
 #include "core/registry.hpp"
+#include "cpu/epilogue_span.hpp"
 
 #include <omp.h>
 
@@ -49,11 +50,11 @@ inline void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof(v)); }
 constexpr int64_t kQB = 4;  // NHWC interior: output pixels accumulated together in registers
 
 
-// The part of the epilogue after the sum, for one output element.
-inline float finish(const Epilogue& e, const float* bias, const float* res, float acc, int64_t k, int64_t idx) {
-  const bool has_bias = bias != nullptr, has_res = res != nullptr;
-  return apply_epilogue<float>(e.activation, e.alpha, e.beta, acc, has_bias, has_bias ? bias[k] : 0.0f, has_res,
-                               has_res ? res[idx] : 0.0f);
+// The part of the epilogue after the sum, for n outputs of one channel (NCHW: bias[k] for all) starting at
+// output index idx, out = y + idx.
+inline void finish_channel(const Epilogue& e, const float* bias, const float* res, const float* acc, float* out,
+                           int64_t n, int64_t k, int64_t idx) {
+  epilogue_span(e, e.alpha, DType::f32, acc, out, n, bias ? bias + k : nullptr, SpanBias::one, res ? res + idx : nullptr);
 }
 
 void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y, const Epilogue& e, float* wt) {
@@ -129,7 +130,9 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
         if (plain) {
           std::memcpy(y + base, acc, sizeof(float) * size_t(Q * C));
         } else {
-          for (int64_t i = 0; i < Q * C; ++i) y[base + i] = finish(e, bias, res, acc[i], i % C, base + i);
+          for (int64_t q = 0; q < Q; ++q)  // a pixel's C channels: bias[c] for channel c
+            epilogue_span(e, e.alpha, DType::f32, acc + q * C, y + base + q * C, C, bias, SpanBias::per_element,
+                          res ? res + base + q * C : nullptr);
         }
       }
   }
@@ -169,7 +172,7 @@ void nchw_plane_rows(const Conv2dProblem& pb, const float* xc, const float* wc, 
     if (plain) {
       std::memcpy(yr, acc, sizeof(float) * size_t(Q));
     } else {
-      for (int64_t q = 0; q < Q; ++q) yr[q] = finish(e, bias, res, acc[q], c, plane_base + p * Q + q);
+      finish_channel(e, bias, res, acc, yr, Q, c, plane_base + p * Q);
     }
   }
 }
@@ -261,7 +264,7 @@ void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y,
                 std::memcpy(yr, v, sizeof(float) * size_t(cnt));
               } else {
                 const int64_t base = plane_base + (p0 + j) * Q + q0;
-                for (int64_t i = 0; i < cnt; ++i) yr[i] = finish(e, bias, res, v[i], c, base + i);
+                finish_channel(e, bias, res, v, yr, cnt, c, base);
               }
             }
           }
@@ -330,8 +333,14 @@ class CpuDepthwise final : public Algorithm {
     float* y = bias + pb.k;
     float* res = y + ny;
     auto widen_all = [dt](const void* src, float* dst, int64_t n) {
+      const auto* s16 = static_cast<const uint16_t*>(src);  // (the dtype decided once, not once an element)
+      if (dt == DType::bf16) {
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) dst[i] = load_as_float(src, dt, i);
+        for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s16[i]);
+      } else {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(s16[i]);
+      }
     };
     widen_all(call.src.data, x, nx);
     widen_all(call.wei.data, w, nw);
@@ -348,8 +357,11 @@ class CpuDepthwise final : public Algorithm {
       run_nchw(pb, x, w, y, e);
     else
       run_nhwc(pb, x, w, y, e, wt);
+    const Epilogue plain;  // (the epilogue was applied in float32: only the rounding is left)
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < ny; ++i) store_from_float(call.dst.data, dt, i, y[i]);
+    for (int64_t i = 0; i < ny; i += 4096)
+      epilogue_span(plain, 1.0f, dt, y + i, static_cast<char*>(call.dst.data) + size_t(i) * 2, std::min<int64_t>(4096, ny - i),
+                    nullptr, SpanBias::none, nullptr);
   }
 };
 

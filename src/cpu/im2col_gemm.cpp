@@ -26,6 +26,7 @@
 #include "common/activation.hpp"
 #include "common/element.hpp"
 #include "core/registry.hpp"
+#include "cpu/epilogue_span.hpp"
 #include "cpu/openblas_common.hpp"
 
 #include <omp.h>
@@ -45,7 +46,11 @@ inline float element(const float* x, int64_t i, DType) { return x[i]; }
 inline float element(const uint16_t* x, int64_t i, DType dt) { return load_as_float(x, dt, i); }
 inline void copy_elements(const float* x, float* o, int64_t n, DType) { std::memcpy(o, x, sizeof(float) * n); }
 inline void copy_elements(const uint16_t* x, float* o, int64_t n, DType dt) {
-  for (int64_t i = 0; i < n; ++i) o[i] = load_as_float(x, dt, i);
+  if (dt == DType::bf16) {  // (the dtype decided once a run: the loops vectorise)
+    for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_float(x[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = half_to_float(x[i]);
+  }
 }
 
 // Columns [pq0, pq1) of col[(c*R + r)*S + s][p*Q + q] = x[g*Cg + c][h][w] (0 in the padding), NCHW;
@@ -94,37 +99,20 @@ void im2col_nhwc(const Conv2dProblem& pb, const T* x /* image n */, DType dt, in
   }
 }
 
-// The epilogue of a 16-bit output: the float32 GEMM block y (alpha applied) plus bias and beta * residual
-// (both 16-bit, read as floats), activated, rounded into d. Each residual element is read before the element
-// of d at the same place is written, so a residual that is d itself works.
-void finish_block16(const Epilogue& e, DType dt, const float* y, int64_t ldy, uint16_t* d, const uint16_t* res,
-                    const uint16_t* bias, int64_t rows, int64_t cols, int64_t ldd, bool bias_on_rows) {
-  const bool has_bias = bias != nullptr, has_res = res != nullptr;
+// The part of the epilogue the GEMM did not do (alpha it applied), over a rows x cols block: the float32 GEMM
+// block y (leading dimension ldy) plus bias and beta * residual (dt's elements, leading dimension ldd like d),
+// activated, stored into d as dt. `bias_on_rows` says whether bias[k] follows the row (NCHW) or the column
+// (NHWC). d may be y (float32), and the residual may be d: each element is read before it is written. A run
+// of cols outputs at a time (epilogue_span.hpp: the per-element switch was most of a 1x1 layer's time).
+void finish_block(const Epilogue& e, DType dt, const float* y, int64_t ldy, void* d, const void* res, const void* bias,
+                  int64_t rows, int64_t cols, int64_t ldd, bool bias_on_rows) {
+  if (dt == DType::f32 && d == y && bias == nullptr && res == nullptr && e.activation == Activation::none) return;
+  const size_t es = dtype_size(dt);
+  auto at = [es](const void* p, int64_t i) { return static_cast<const char*>(p) + size_t(i) * es; };
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      const float b = has_bias ? load_as_float(bias, dt, bias_on_rows ? i : j) : 0.0f;
-      const float r = has_res ? load_as_float(res, dt, i * ldd + j) : 0.0f;
-      store_from_float(d, dt, i * ldd + j,
-                       apply_epilogue<float>(e.activation, 1.0f, e.beta, y[i * ldy + j], has_bias, b, has_res, r));
-    }
-}
-
-// The part of the epilogue the GEMM did not do, over a rows x cols block with leading dimension ld.
-// `bias_on_rows` says whether bias[k] follows the row (NCHW) or the column (NHWC). The GEMM already
-// added beta*residual when `res` is null but the epilogue has a residual (the aliasing case).
-void finish_block(const Epilogue& e, float* y, const float* res, const float* bias, int64_t rows, int64_t cols,
-                  int64_t ld, bool bias_on_rows) {
-  const bool has_bias = bias != nullptr, has_res = res != nullptr;
-  if (!has_bias && !has_res && e.activation == Activation::none) return;
-  for (int64_t i = 0; i < rows; ++i) {
-    float* yr = y + i * ld;
-    const float* rr = has_res ? res + i * ld : nullptr;
-    for (int64_t j = 0; j < cols; ++j) {
-      const float b = has_bias ? bias[bias_on_rows ? i : j] : 0.0f;
-      // alpha was applied by the GEMM: pass alpha = 1.
-      yr[j] = apply_epilogue<float>(e.activation, 1.0f, e.beta, yr[j], has_bias, b, has_res, has_res ? rr[j] : 0.0f);
-    }
-  }
+    epilogue_span(e, 1.0f, dt, y + i * ldy, const_cast<char*>(at(d, i * ldd)), cols,
+                  bias == nullptr ? nullptr : at(bias, bias_on_rows ? i : 0),
+                  bias_on_rows ? SpanBias::one : SpanBias::per_element, res == nullptr ? nullptr : at(res, i * ldd));
 }
 
 #endif  // CONVKIT_HAVE_OPENBLAS
@@ -215,8 +203,8 @@ class CpuIm2colGemm final : public Algorithm {
             float* yg = y + n * out_img + g * Kg * PQ + m0;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Kg), int(mb), int(CRS), e.alpha,
                         wt + g * Kg * CRS, int(CRS), b + m0, int(PQ), gemm_beta, yg, int(PQ));
-            finish_block(e, yg, res_pass ? res_pass + (yg - y) : nullptr, bias ? bias + g * Kg : nullptr, Kg, mb, PQ,
-                         true);
+            finish_block(e, DType::f32, yg, PQ, yg, res_pass ? res_pass + (yg - y) : nullptr,
+                         bias ? bias + g * Kg : nullptr, Kg, mb, PQ, true);
           } else {  // dst[band, Kg] = col[band, CRS] x W[Kg, CRS]^T
             const float* a = cols ? col : x + g * Cg;
             const int64_t lda = cols ? CRS : pb.c;
@@ -224,8 +212,8 @@ class CpuIm2colGemm final : public Algorithm {
             float* yg = y + n * out_img + m0 * pb.k + g * Kg;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(mb), int(Kg), int(CRS), e.alpha, a + m0 * lda,
                         int(lda), wt + g * Kg * CRS, int(CRS), gemm_beta, yg, int(pb.k));
-            finish_block(e, yg, res_pass ? res_pass + (yg - y) : nullptr, bias ? bias + g * Kg : nullptr, mb, Kg, pb.k,
-                         false);
+            finish_block(e, DType::f32, yg, pb.k, yg, res_pass ? res_pass + (yg - y) : nullptr,
+                         bias ? bias + g * Kg : nullptr, mb, Kg, pb.k, false);
           }
         }
     }
@@ -269,14 +257,14 @@ class CpuIm2colGemm final : public Algorithm {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Kg), int(mb), int(CRS), e.alpha,
                         wt + g * Kg * CRS, int(CRS), col + m0, int(PQ), 0.0f, yg, int(PQ));
             const int64_t off = n * out_img + g * Kg * PQ + m0;
-            finish_block16(e, dt, yg, PQ, y + off, res ? res + off : nullptr, bg, Kg, mb, PQ, true);
+            finish_block(e, dt, yg, PQ, y + off, res ? res + off : nullptr, bg, Kg, mb, PQ, true);
           } else {  // yf[band, Kg] = col[band, CRS] x W[Kg, CRS]^T
             im2col_nhwc(pb, xn, dt, g, col, m0, m1);
             float* yg = yf + m0 * pb.k + g * Kg;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(mb), int(Kg), int(CRS), e.alpha, col + m0 * CRS,
                         int(CRS), wt + g * Kg * CRS, int(CRS), 0.0f, yg, int(pb.k));
             const int64_t off = n * out_img + m0 * pb.k + g * Kg;
-            finish_block16(e, dt, yg, pb.k, y + off, res ? res + off : nullptr, bg, mb, Kg, pb.k, false);
+            finish_block(e, dt, yg, pb.k, y + off, res ? res + off : nullptr, bg, mb, Kg, pb.k, false);
           }
         }
     }
