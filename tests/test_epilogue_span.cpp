@@ -1,0 +1,142 @@
+// epilogue_span (src/cpu/epilogue_span.hpp), the CPU's fused epilogue over a run of outputs, on its own: every
+// activation, dtype, bias indexing and residual, run lengths around its 8-value chunks, the output written
+// over the sums and over the residual; against apply_epilogue in double (within a float rounding of the value
+// before the activation), and exactly on small integers where the arithmetic is exact. The algorithms that
+// use it (cpu_im2col_gemm, cpu_depthwise) are also in the shared sweeps of test_algorithms.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/activation.hpp"
+#include "common/element.hpp"
+#include "convkit/convkit.hpp"
+#include "cpu/epilogue_span.hpp"
+
+using namespace convkit;
+using namespace convkit::detail;
+
+namespace {
+
+constexpr Activation kActs[] = {Activation::none,      Activation::relu,    Activation::relu6,
+                                Activation::silu,      Activation::gelu,    Activation::hardswish,
+                                Activation::sigmoid,   Activation::hardsigmoid};
+constexpr DType kTypes[] = {DType::f32, DType::f16, DType::bf16};
+constexpr SpanBias kBiases[] = {SpanBias::none, SpanBias::one, SpanBias::per_element};
+
+// n values of dt (stored as dt's bytes), each the float v(i) rounded to dt.
+std::vector<unsigned char> elements(DType dt, int64_t n, const std::vector<float>& v) {
+  std::vector<unsigned char> b(size_t(n) * dtype_size(dt));
+  for (int64_t i = 0; i < n; ++i) store_from_float(b.data(), dt, i, v[size_t(i)]);
+  return b;
+}
+
+struct Case {
+  Activation act;
+  DType dt;
+  SpanBias bm;
+  bool res;
+  int64_t n;
+  std::string name() const {
+    return std::string(to_string(act)) + "/" + to_string(dt) + "/bias" + std::to_string(int(bm)) +
+           (res ? "/res" : "") + "/n" + std::to_string(n);
+  }
+};
+
+// Runs the case on values from `draw`; returns (outputs as floats, the double reference of each).
+void run_case(const Case& c, float alpha, float beta, const std::vector<float>& acc, const std::vector<float>& bias,
+              const std::vector<float>& res, std::vector<float>& got, std::vector<double>& want) {
+  const auto b = elements(c.dt, c.n, bias);
+  const auto r = elements(c.dt, c.n, res);
+  auto out = elements(c.dt, c.n, std::vector<float>(size_t(c.n), std::nanf("")));  // poisoned
+  Epilogue e;
+  e.activation = c.act;
+  e.beta = beta;
+  epilogue_span(e, alpha, c.dt, acc.data(), out.data(), c.n, c.bm == SpanBias::none ? nullptr : b.data(), c.bm,
+                c.res ? r.data() : nullptr);
+  got.resize(size_t(c.n));
+  want.resize(size_t(c.n));
+  for (int64_t j = 0; j < c.n; ++j) {
+    got[size_t(j)] = load_as_float(out.data(), c.dt, j);
+    const int64_t bj = c.bm == SpanBias::per_element ? j : 0;
+    want[size_t(j)] = apply_epilogue<double>(c.act, alpha, beta, acc[size_t(j)], c.bm != SpanBias::none,
+                                             load_as_double(b.data(), c.dt, bj), c.res, load_as_double(r.data(), c.dt, j));
+  }
+}
+
+TEST(EpilogueSpan, EveryCaseWithinAFloatRoundingOfTheDoubleEpilogue) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> g(0.0f, 3.0f);
+  for (Activation act : kActs)
+    for (DType dt : kTypes)
+      for (SpanBias bm : kBiases)
+        for (bool res : {false, true})
+          for (int64_t n : {1, 7, 8, 9, 16, 37}) {
+            const Case c{act, dt, bm, res, n};
+            std::vector<float> acc(static_cast<size_t>(n)), bias = acc, rv = acc;
+            for (int64_t j = 0; j < n; ++j) acc[size_t(j)] = g(rng), bias[size_t(j)] = g(rng), rv[size_t(j)] = g(rng);
+            std::vector<float> got;
+            std::vector<double> want;
+            run_case(c, 0.75f, 1.25f, acc, bias, rv, got, want);
+            // the float sum before the activation is within ~3 float roundings of the double one, and every
+            // activation's slope is at most ~1.13 (GELU); 16-bit outputs add their own rounding
+            const double unit = dt == DType::f32 ? 0x1p-24 : dt == DType::f16 ? 0x1p-11 : 0x1p-8;
+            for (int64_t j = 0; j < n; ++j) {
+              const double scale = std::fabs(0.75 * acc[size_t(j)]) + std::fabs(bias[size_t(j)]) + std::fabs(1.25 * rv[size_t(j)]);
+              const double tol = 8 * 0x1p-24 * scale + 1.01 * unit * std::fabs(want[size_t(j)]) + 1e-30;
+              ASSERT_NEAR(got[size_t(j)], want[size_t(j)], tol) << c.name() << " element " << j;
+            }
+          }
+}
+
+TEST(EpilogueSpan, ExactOnSmallIntegers) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> d(-9, 9);
+  for (Activation act : {Activation::none, Activation::relu, Activation::relu6})
+    for (DType dt : kTypes)
+      for (SpanBias bm : kBiases)
+        for (bool res : {false, true}) {
+          const Case c{act, dt, bm, res, 29};
+          std::vector<float> acc(29), bias(29), rv(29);
+          for (int j = 0; j < 29; ++j) acc[j] = float(d(rng)), bias[j] = float(d(rng)), rv[j] = float(d(rng));
+          std::vector<float> got;
+          std::vector<double> want;
+          run_case(c, 1.0f, 1.0f, acc, bias, rv, got, want);
+          for (int j = 0; j < 29; ++j) ASSERT_EQ(double(got[j]), want[j]) << c.name() << " element " << j;
+        }
+}
+
+// The output written over the sums (float32: out == acc) and over the residual (out == res), as
+// cpu_im2col_gemm and an in-place residual use it.
+TEST(EpilogueSpan, OutputOverTheSumsAndOverTheResidual) {
+  for (Activation act : kActs) {
+    const int64_t n = 21;
+    std::vector<float> acc(n), bias(n), res(n);
+    for (int64_t j = 0; j < n; ++j) acc[j] = 0.5f * float(j - 10), bias[j] = 0.25f * float(j % 5), res[j] = float(j % 3) - 1.0f;
+    Epilogue e;
+    e.activation = act;
+    std::vector<float> apart(n, std::nanf(""));
+    epilogue_span(e, 1.0f, DType::f32, acc.data(), apart.data(), n, bias.data(), SpanBias::per_element, res.data());
+    std::vector<float> over_acc = acc;
+    epilogue_span(e, 1.0f, DType::f32, over_acc.data(), over_acc.data(), n, bias.data(), SpanBias::per_element,
+                  res.data());
+    std::vector<float> over_res = res;
+    epilogue_span(e, 1.0f, DType::f32, acc.data(), over_res.data(), n, bias.data(), SpanBias::per_element,
+                  over_res.data());
+    for (int64_t j = 0; j < n; ++j) {
+      EXPECT_EQ(over_acc[j], apart[j]) << to_string(act) << " " << j;
+      EXPECT_EQ(over_res[j], apart[j]) << to_string(act) << " " << j;
+    }
+    for (DType dt : {DType::f16, DType::bf16}) {  // 16-bit: the residual is the output's buffer
+      auto r16 = elements(dt, n, res), sep = elements(dt, n, std::vector<float>(n, std::nanf("")));
+      epilogue_span(e, 1.0f, dt, acc.data(), sep.data(), n, nullptr, SpanBias::none, r16.data());
+      epilogue_span(e, 1.0f, dt, acc.data(), r16.data(), n, nullptr, SpanBias::none, r16.data());
+      EXPECT_EQ(r16, sep) << to_string(act) << " " << to_string(dt);
+    }
+  }
+}
+
+}  // namespace
