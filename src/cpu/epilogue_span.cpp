@@ -74,18 +74,17 @@ inline float pre(float alpha, float beta, const float* acc, int64_t j, float b0,
 }
 
 // 16 floats as one value of the compiler's vector extension (one AVX-512 register, two AVX2 ones); loads and
-// stores by memcpy (no alignment asked).
+// stores by memcpy (no alignment asked). Passed by reference: a vector argument or return value would change
+// the ABI where the machine's vectors are narrower (g++ warns).
 typedef float v16 __attribute__((vector_size(64)));
 
 template <DType D>
-inline v16 load16(const void* p, int64_t j) {
-  v16 v;
+inline void load16(v16& v, const void* p, int64_t j) {
   if constexpr (D == DType::f32) {
     std::memcpy(&v, static_cast<const float*>(p) + j, sizeof(v));
   } else {
     for (int i = 0; i < kLanes; ++i) v[i] = load_as_float(p, D, j + i);
   }
-  return v;
 }
 
 template <DType D>
@@ -100,7 +99,7 @@ inline void store16(void* p, int64_t j, const v16& v) {
 // SiLU, sigmoid and GELU of 16 values, in float as the CUDA kernels compute them: x / (1 + exp(-x)),
 // 1 / (1 + exp(-x)) and 0.5 * x * (1 + erf(x / sqrt 2)).
 template <Activation A>
-inline v16 activate16(const v16& x) {
+inline void activate16(const v16& x, v16& y) {
   alignas(64) float t[kLanes];
   const v16 one = v16{} + 1.0f;
   if constexpr (A == Activation::gelu) {
@@ -109,15 +108,18 @@ inline v16 activate16(const v16& x) {
     erf16(t);
     v16 e;
     std::memcpy(&e, t, sizeof(e));
-    return 0.5f * x * (one + e);
+    y = 0.5f * x * (one + e);
   } else {
     const v16 m = -x;
     std::memcpy(t, &m, sizeof(m));
     exp16(t);
     v16 e;
     std::memcpy(&e, t, sizeof(e));
-    if constexpr (A == Activation::silu) return x / (one + e);
-    return one / (one + e);
+    if constexpr (A == Activation::silu) {
+      y = x / (one + e);
+    } else {
+      y = one / (one + e);
+    }
   }
 }
 
@@ -127,17 +129,27 @@ void run(float alpha, float beta, const float* acc, void* out, int64_t n, const 
   if constexpr (A == Activation::silu || A == Activation::sigmoid || A == Activation::gelu) {
     int64_t j0 = 0;
     for (; j0 + kLanes <= n; j0 += kLanes) {  // whole chunks as vectors; the same arithmetic as pre()
-      v16 x = alpha * load16<DType::f32>(acc, j0);
+      v16 x, t, y;
+      load16<DType::f32>(x, acc, j0);
+      x = alpha * x;
       if constexpr (B == SpanBias::one) x += b0;
-      if constexpr (B == SpanBias::per_element) x += load16<D>(bias, j0);
-      if constexpr (kRes) x += beta * load16<D>(res, j0);
-      store16<D>(out, j0, activate16<A>(x));
+      if constexpr (B == SpanBias::per_element) {
+        load16<D>(t, bias, j0);
+        x += t;
+      }
+      if constexpr (kRes) {
+        load16<D>(t, res, j0);
+        x += beta * t;
+      }
+      activate16<A>(x, y);
+      store16<D>(out, j0, y);
     }
     if (j0 < n) {  // the tail: zeros past n
       const int m = int(n - j0);
       v16 x = {};
       for (int i = 0; i < m; ++i) x[i] = pre<D, B, kRes>(alpha, beta, acc, j0 + i, b0, bias, res);
-      const v16 y = activate16<A>(x);
+      v16 y;
+      activate16<A>(x, y);
       for (int i = 0; i < m; ++i) store_from_float(out, D, j0 + i, y[i]);
     }
   } else {
