@@ -27,12 +27,39 @@
 #include "common/element.hpp"
 #include "core/registry.hpp"
 #include "cpu/epilogue_span.hpp"
+#include "cpu/gemm_bf16.hpp"
 #include "cpu/openblas_common.hpp"
 
 #include <omp.h>
 
 namespace convkit::detail {
 namespace {
+
+// bfloat16 NHWC on the CPU's bfloat16 dot product (gemm_bf16.hpp), where the build has it.
+bool bf16_dot(const ConvConfig& cfg) {
+  return cfg.dtype == DType::bf16 && cfg.layout == Layout::nhwc && gemm_bf16_available();
+}
+
+// The bfloat16 dot-product path's plan: the reduction padded to an even length; the input itself is the
+// column matrix where the layer is 1x1, stride 1, unpadded with an even channel count a group.
+struct DotPlan {
+  int64_t crs = 0, crse = 0;  // R*S*Cg and it rounded up to even
+  bool direct = false;
+  int64_t packed = 0;         // packed weight elements a group
+  size_t bytes = 0;           // workspace: an image's float32 output, the packed weights, the column matrix
+};
+
+DotPlan dot_plan(const Conv2dProblem& p) {
+  DotPlan d;
+  d.crs = p.c_per_group() * p.r * p.s;
+  d.crse = d.crs + (d.crs & 1);
+  d.direct = p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0 &&
+             p.c_per_group() % 2 == 0;
+  d.packed = gemm_bf16_packed_elems(p.k_per_group(), d.crse);
+  const size_t pq = size_t(p.p() * p.q());
+  d.bytes = sizeof(float) * pq * size_t(p.k) + sizeof(uint16_t) * (size_t(p.groups * d.packed) + (d.direct ? 0 : pq * size_t(d.crse)));
+  return d;
+}
 
 bool needs_columns(const Conv2dProblem& p, DType dt) {
   return dt != DType::f32 ||
@@ -99,6 +126,29 @@ void im2col_nhwc(const Conv2dProblem& pb, const T* x /* image n */, DType dt, in
   }
 }
 
+// Rows [pq0, pq1) of the 16-bit column matrix of the bfloat16 dot-product path: as im2col_nhwc, the elements
+// copied as they are, rows of ld >= R*S*Cg elements (the pad element past them zero: gemm_bf16 reads pairs).
+void im2col_nhwc_raw16(const Conv2dProblem& pb, const uint16_t* x /* image n */, int64_t g, uint16_t* col, int64_t ld,
+                       int64_t pq0, int64_t pq1) {
+  const int64_t Q = pb.q(), Cg = pb.c_per_group(), width = pb.r * pb.s * Cg;
+  for (int64_t pq = pq0; pq < pq1; ++pq) {
+    const int64_t p = pq / Q, q = pq % Q;
+    uint16_t* out = col + pq * ld;
+    for (int64_t r = 0; r < pb.r; ++r) {
+      const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
+      for (int64_t s = 0; s < pb.s; ++s) {
+        const int64_t w = q * pb.stride_w - pb.pad_w + s * pb.dilation_w;
+        uint16_t* o = out + (r * pb.s + s) * Cg;
+        if (h < 0 || h >= pb.h || w < 0 || w >= pb.w)
+          std::fill(o, o + Cg, uint16_t(0));
+        else
+          std::memcpy(o, x + (h * pb.w + w) * pb.c + g * Cg, sizeof(uint16_t) * size_t(Cg));
+      }
+    }
+    std::fill(out + width, out + ld, uint16_t(0));
+  }
+}
+
 // The part of the epilogue the GEMM did not do (alpha it applied), over a rows x cols block: the float32 GEMM
 // block y (leading dimension ldy) plus bias and beta * residual (dt's elements, leading dimension ldd like d),
 // activated, stored into d as dt. `bias_on_rows` says whether bias[k] follows the row (NCHW) or the column
@@ -145,6 +195,9 @@ class CpuIm2colGemm final : public Algorithm {
   }
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (!needs_columns(p, cfg.dtype)) return 0;
+#ifdef CONVKIT_HAVE_OPENBLAS
+    if (bf16_dot(cfg)) return dot_plan(p).bytes;
+#endif
     const size_t crs = static_cast<size_t>(p.c_per_group() * p.r * p.s), pq = static_cast<size_t>(p.p() * p.q());
     size_t floats = crs * pq;                                         // the column matrix
     if (cfg.dtype != DType::f32) floats += static_cast<size_t>(p.k) * (crs + pq);  // the weight, an image's output
@@ -165,6 +218,7 @@ class CpuIm2colGemm final : public Algorithm {
                                                   " bytes of workspace but was given " +
                                                   std::to_string(call.workspace_bytes) + ".");
     const Epilogue& e = call.epilogue;
+    if (bf16_dot(call.config)) return run_bf16_dot(call);
     if (call.config.dtype != DType::f32) return run16(call);
     const float* x = static_cast<const float*>(call.src.data);
     const float* wt = static_cast<const float*>(call.wei.data);
@@ -269,8 +323,49 @@ class CpuIm2colGemm final : public Algorithm {
         }
     }
   }
+
+  // bfloat16 NHWC on gemm_bf16: the weight packed once a call (threads share the blocks), then as run16 with
+  // 16-bit columns (or the input itself) and the float32 output of the thread's band rounded by the epilogue.
+  void run_bf16_dot(const ConvCall& call) const {
+    const Conv2dProblem& pb = call.problem;
+    const Epilogue& e = call.epilogue;
+    const DotPlan dp = dot_plan(pb);
+    const auto* x = static_cast<const uint16_t*>(call.src.data);
+    const auto* w = static_cast<const uint16_t*>(call.wei.data);
+    auto* y = static_cast<uint16_t*>(call.dst.data);
+    const auto* bias = static_cast<const uint16_t*>(e.bias);
+    const auto* res = static_cast<const uint16_t*>(e.residual);
+    const int64_t PQ = pb.p() * pb.q(), G = pb.groups, Cg = pb.c_per_group(), Kg = pb.k_per_group();
+    const int64_t in_img = pb.c * pb.h * pb.w, out_img = pb.k * PQ;
+    float* yf = static_cast<float*>(call.workspace);  // one image's output [PQ][K]
+    auto* packed = reinterpret_cast<uint16_t*>(yf + PQ * pb.k);
+    uint16_t* col = packed + G * dp.packed;  // [PQ][crse]
+    const int64_t blocks = (Kg + kGemmBf16Cols - 1) / kGemmBf16Cols;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < G * blocks; ++t) {
+        const int64_t g = t / blocks, jb = t % blocks;
+        gemm_bf16_pack(w + g * Kg * dp.crs, dp.crs, Kg, dp.crse, dp.crs, packed + g * dp.packed, jb, jb + 1);
+      }
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t m0 = PQ * t / nt, m1 = PQ * (t + 1) / nt, mb = m1 - m0;
+      for (int64_t n = 0; n < pb.n && mb > 0; ++n)
+        for (int64_t g = 0; g < G; ++g) {
+          const uint16_t* xn = x + n * in_img;
+          const uint16_t* a = dp.direct ? xn + m0 * pb.c + g * Cg : col + m0 * dp.crse;
+          if (!dp.direct) im2col_nhwc_raw16(pb, xn, g, col, dp.crse, m0, m1);
+          float* yg = yf + m0 * pb.k + g * Kg;
+          gemm_bf16(a, dp.direct ? pb.c : dp.crse, packed + g * dp.packed, mb, Kg, dp.crse, e.alpha, yg, pb.k);
+          const int64_t off = n * out_img + m0 * pb.k + g * Kg;
+          finish_block(e, DType::bf16, yg, pb.k, y + off, res ? res + off : nullptr, bias ? bias + g * Kg : nullptr,
+                       mb, Kg, pb.k, false);
+        }
+    }
+  }
 #else
   void run16(const ConvCall&) const {}
+  void run_bf16_dot(const ConvCall&) const {}
 #endif
 };
 

@@ -1,0 +1,111 @@
+// gemm_bf16 (gemm_bf16.hpp): 8 x 32 tiles of C on vdpbf16ps.
+// Measured (2-vCPU Zen 4, bfloat16 NHWC through the PyTorch op, batch 1; docs/perf.md 2026-12-05): see the
+// table there; a 512 -> 512 3x3 layer at 5x5 took 2.23 ms widened to float32 for SGEMM (the weight widened and
+// packed by every thread) against torch's 0.62 ms.
+#include "cpu/gemm_bf16.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#include <immintrin.h>
+#define CONVKIT_GEMM_BF16 1
+#endif
+
+namespace convkit::detail {
+
+bool gemm_bf16_available() {
+#if defined(CONVKIT_GEMM_BF16)
+  return true;
+#else
+  return false;
+#endif
+}
+
+void gemm_bf16_pack(const uint16_t* b, int64_t ldb, int64_t n, int64_t k, int64_t k_real, uint16_t* packed,
+                    int64_t jb0, int64_t jb1) {
+  const int64_t pairs = k / 2;
+  for (int64_t jb = jb0; jb < jb1; ++jb) {
+    uint16_t* o = packed + jb * kGemmBf16Cols * k;
+    const int64_t row0 = jb * kGemmBf16Cols;
+    if (row0 + kGemmBf16Cols <= n && k_real == k) {
+      // a whole block: a transpose of 4-byte pairs, 32 rows read side by side (their cache lines stay in L1
+      // while 16 pairs of each are taken), the packed block written in order
+      const uint16_t* r[kGemmBf16Cols];
+      for (int64_t c = 0; c < kGemmBf16Cols; ++c) r[c] = b + (row0 + c) * ldb;
+      for (int64_t p = 0; p < pairs; ++p, o += 2 * kGemmBf16Cols)
+        for (int64_t c = 0; c < kGemmBf16Cols; ++c) std::memcpy(o + 2 * c, r[c] + 2 * p, 4);
+      continue;
+    }
+    for (int64_t p = 0; p < pairs; ++p)
+      for (int64_t c = 0; c < kGemmBf16Cols; ++c, o += 2) {
+        const int64_t row = row0 + c, k0 = 2 * p;
+        const uint16_t* r = b + row * ldb;
+        o[0] = row < n && k0 < k_real ? r[k0] : uint16_t(0);
+        o[1] = row < n && k0 + 1 < k_real ? r[k0 + 1] : uint16_t(0);
+      }
+  }
+}
+
+#if defined(CONVKIT_GEMM_BF16)
+namespace {
+
+// MR rows of C from A's rows a.. (stride lda) and one packed column block; `cols` of its 32 columns stored.
+template <int MR>
+void tile(const uint16_t* a, int64_t lda, const uint16_t* bp, int64_t pairs, float alpha, float* c, int64_t ldc,
+          int64_t cols) {
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + p * 64);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + p * 64 + 32);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      int32_t pair;
+      std::memcpy(&pair, a + i * lda + 2 * p, 4);
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = cols >= 32 ? __mmask16(0xFFFF) : cols <= 16 ? __mmask16(0) : __mmask16((1u << (cols - 16)) - 1);
+  for (int i = 0; i < MR; ++i) {
+    _mm512_mask_storeu_ps(c + i * ldc, m0, _mm512_mul_ps(acc[i][0], al));
+    if (m1) _mm512_mask_storeu_ps(c + i * ldc + 16, m1, _mm512_mul_ps(acc[i][1], al));
+  }
+}
+
+}  // namespace
+#endif
+
+void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* packed, int64_t m, int64_t n, int64_t k, float alpha,
+               float* c, int64_t ldc) {
+#if defined(CONVKIT_GEMM_BF16)
+  constexpr int kMR = 8;
+  const int64_t pairs = k / 2;
+  for (int64_t jb = 0; jb * kGemmBf16Cols < n; ++jb) {
+    const uint16_t* bp = packed + jb * kGemmBf16Cols * k;
+    const int64_t n0 = jb * kGemmBf16Cols, cols = std::min<int64_t>(kGemmBf16Cols, n - n0);
+    int64_t i = 0;
+    for (; i + kMR <= m; i += kMR) tile<kMR>(a + i * lda, lda, bp, pairs, alpha, c + i * ldc + n0, ldc, cols);
+    const uint16_t* ar = a + i * lda;
+    float* cr = c + i * ldc + n0;
+    switch (m - i) {
+      case 7: tile<7>(ar, lda, bp, pairs, alpha, cr, ldc, cols); break;
+      case 6: tile<6>(ar, lda, bp, pairs, alpha, cr, ldc, cols); break;
+      case 5: tile<5>(ar, lda, bp, pairs, alpha, cr, ldc, cols); break;
+      case 4: tile<4>(ar, lda, bp, pairs, alpha, cr, ldc, cols); break;
+      case 3: tile<3>(ar, lda, bp, pairs, alpha, cr, ldc, cols); break;
+      case 2: tile<2>(ar, lda, bp, pairs, alpha, cr, ldc, cols); break;
+      case 1: tile<1>(ar, lda, bp, pairs, alpha, cr, ldc, cols); break;
+      default: break;
+    }
+  }
+#else
+  (void)a, (void)lda, (void)packed, (void)m, (void)n, (void)k, (void)alpha, (void)c, (void)ldc;
+#endif
+}
+
+}  // namespace convkit::detail
