@@ -17,6 +17,11 @@
 // workspace also holds the weight widened once a call and one image's float32 output, which the epilogue pass
 // rounds into dst. Before, convkit's only 16-bit CPU convolution was cpu_ref: 20-35x slower on MobileNetV2's
 // 1x1 layers (scripts/bench_host.py --device cpu --dtype bf16 --hw 4).
+// bfloat16 NHWC, where the build's CPU has AVX512-BF16: no widening; the weight packed once a call for
+// gemm_bf16 (src/cpu/gemm_bf16.hpp, the dot-product instruction), 16-bit columns (or the input itself for an
+// unpadded stride-1 1x1 layer with an even channel count a group), each thread's float32 band rounded by the
+// epilogue pass (run_bf16_dot). ResNet-50's 512 -> 512 3x3 at 5x5, batch 1, 2 threads: 2.23 ms widened, 0.56
+// with it (torch's oneDNN 0.62); docs/kernels.md, docs/perf.md 2026-12-05.
 // Measured 2026-11-29 on the 2-vCPU AMD EPYC (Zen 4, AVX-512), OpenBLAS 0.3.21, 2 threads, quiet machine,
 // `convkit bench --suite resnet50 --batch 1 --device cpu --layout nhwc`: geomean 0.71x oneDNN 2.6.3 over the
 // 23 layers (0.85x in NCHW, where oneDNN also pays its reorders); before the band split 0.57x.
@@ -172,8 +177,9 @@ class CpuIm2colGemm final : public Algorithm {
   std::string name() const override { return "cpu_im2col_gemm"; }
   Device device() const override { return Device::cpu; }
   std::string description() const override {
-    return "im2col column matrix + OpenBLAS SGEMM (1x1 stride-1 needs no copy), epilogue in one pass; f16/bf16 "
-           "widened into the columns, the output rounded once";
+    return std::string("im2col column matrix + OpenBLAS SGEMM (1x1 stride-1 needs no copy), epilogue in one pass; "
+                       "f16/bf16 widened into the columns, the output rounded once") +
+           (gemm_bf16_available() ? "; bf16 NHWC on the CPU's bfloat16 dot product (AVX512-BF16) instead" : "");
   }
   Support available() const override { return openblas_available(); }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
