@@ -242,3 +242,93 @@ TEST(CudaGrouped, RejectsWhatItCannotDoWithAReason) {
 }
 
 }  // namespace
+
+// ---- cpu_grouped ----------------------------------------------------------------------------------
+// 2 to 64 channels a group (K = C): several groups a 16-lane vector (2, 4, 8) and groups of one or more
+// vectors (16, 32, 48, 64); odd sizes, stride 2 and 3, dilation 2, padding past R/2, R != S, 1x1 to 7x7, a 1x1
+// image and 1xW rows, batch 1 to 3, pixel counts off its 8-pixel blocks; both layouts; bit-equal to cpu_ref on
+// small integers in f32 with every exact epilogue (the residual in place on every other one), every
+// activation within the f32 bound on Gaussian data, f16/bf16 within the 16-bit bound; its refusals and the
+// heuristic choosing it.
+namespace {
+
+const char* kCpuGroupedSpecs[] = {
+    "n2c32h13w15k32r3s3p1g16",     "n1c64h14w14k64r3s3p1u2g16",   "n2c64h9w11k64r3s3p1g8",
+    "n1c128h10w10k128r3s3p1g32",   "n1c96h9w9k96r3s3p1g2",        "n2c32h7w9k32r5s5p2g4",
+    "n1c16h11w11k16r7s7p3g2",      "n1c64h12w12k64r3s3p4d2g4",    "n3c32h5w5k32r1s1g2",
+    "n1c48h1w19k48r1s3ph0pw1g3",   "n1c256h7w7k256r3s3p1g8",      "n1c96h9w7k96r3s3p1u3g2",
+    "n1c64h1w1k64r3s3p1g4",        "n1c128h6w17k128r3s3p1g2",     "n2c192h5w5k192r3s1ph1pw0g4"};
+
+const Algorithm* cpu_grouped() { return find_algorithm("cpu_grouped"); }
+
+int check_cpu_grouped(DType dt, Layout l, ckt::Fill fill, double bound, uint32_t seed) {
+  int ran = 0, act = 0;
+  for (const char* spec : kCpuGroupedSpecs) {
+    const Conv2dProblem p = Conv2dProblem::parse(spec);
+    const ConvConfig cfg{dt, l, Device::cpu, MathMode::strict};
+    if (!cpu_grouped()->can_implement(p, cfg)) continue;
+    for (int rep = 0; rep < 2; ++rep) {
+      ckt::EpilogueSpec es;
+      es.bias = (seed % 4) != 0;
+      es.residual = (seed % 3) == 0;
+      es.residual_aliases_dst = es.residual && (seed % 2 == 0);
+      es.activation = fill == ckt::Fill::small_ints
+                          ? (act % 3 == 0 ? Activation::none : act % 3 == 1 ? Activation::relu : Activation::relu6)
+                          : static_cast<Activation>(act % 8);
+      ++act;
+      const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, fill);
+      const ckt::Verdict v = ckt::check_against_reference(*cpu_grouped(), c, bound, fill == ckt::Fill::small_ints);
+      EXPECT_TRUE(v.ok) << spec << " " << to_string(l) << " " << to_string(dt) << ": " << v.message;
+      ++ran;
+    }
+  }
+  return ran;
+}
+
+TEST(CpuGrouped, BitEqualToReferenceOnSmallIntegersF32) {
+  ASSERT_NE(cpu_grouped(), nullptr);
+  for (Layout l : {Layout::nhwc, Layout::nchw})
+    EXPECT_EQ(check_cpu_grouped(DType::f32, l, ckt::Fill::small_ints, 1e-5, 100), 2 * int(std::size(kCpuGroupedSpecs)));
+}
+
+TEST(CpuGrouped, GaussianWithinBoundEveryActivationEveryDtype) {
+  ASSERT_NE(cpu_grouped(), nullptr);
+  for (Layout l : {Layout::nhwc, Layout::nchw}) {
+    EXPECT_GE(check_cpu_grouped(DType::f32, l, ckt::Fill::gaussian, 1e-5, 200), 20);
+    for (DType dt : {DType::f16, DType::bf16}) {
+      EXPECT_GE(check_cpu_grouped(dt, l, ckt::Fill::gaussian, 1e-2, 300), 20);
+      EXPECT_GE(check_cpu_grouped(dt, l, ckt::Fill::small_ints, 1e-5, 400), 20);
+    }
+  }
+}
+
+TEST(CpuGrouped, RefusesWhatItHasNoKernelFor) {
+  ASSERT_NE(cpu_grouped(), nullptr);
+  const ConvConfig cfg{DType::f32, Layout::nhwc, Device::cpu, MathMode::strict};
+  for (const char* spec : {"n1c32h8w8k32r3s3p1",            // not grouped
+                           "n1c32h8w8k32r3s3p1g32",         // depthwise
+                           "n1c32h8w8k64r3s3p1g8",          // K != C
+                           "n1c36h8w8k36r3s3p1g12",         // 3 channels a group
+                           "n1c24h8w8k24r3s3p1g3",          // 8 channels a group, C % 16 != 0
+                           "n1c40h8w8k40r3s3p1g2"}) {       // 20 channels a group
+    const Support s = cpu_grouped()->can_implement(Conv2dProblem::parse(spec), cfg);
+    EXPECT_FALSE(s) << spec;
+    EXPECT_FALSE(s.reason.empty()) << spec;
+  }
+  ConvConfig tf = cfg;
+  tf.math = MathMode::tf32;
+  EXPECT_FALSE(cpu_grouped()->can_implement(Conv2dProblem::parse("n1c32h8w8k32r3s3p1g4"), tf));
+}
+
+TEST(CpuGrouped, TheHeuristicChoosesItForFewChannelsAGroup) {
+  for (Layout l : {Layout::nhwc, Layout::nchw})
+    for (DType dt : {DType::f32, DType::bf16}) {
+      const ConvConfig cfg{dt, l, Device::cpu, MathMode::strict};
+      for (const char* spec : {"n1c128h56w56k128r3s3p1g32", "n1c256h28w28k256r3s3p1u2g32", "n1c256h28w28k256r3s3p1g32"})
+        EXPECT_EQ(select(Conv2dProblem::parse(spec), cfg).name(), "cpu_grouped") << spec << " " << to_string(l);
+      // 16 and more channels a group: the GEMM a group
+      EXPECT_NE(select(Conv2dProblem::parse("n1c1024h7w7k1024r3s3p1g32"), cfg).name(), "cpu_grouped") << to_string(l);
+    }
+}
+
+}  // namespace

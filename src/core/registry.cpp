@@ -72,6 +72,9 @@ const std::vector<const Algorithm*>& algorithms() {
 #endif
     // Depthwise layers only (groups = C, multiplier 1): before the GEMM, whose tiles would be mostly zeros.
     v.push_back(detail::make_cpu_depthwise());
+    // Grouped layers with K = C and few channels a group: before the GEMM, whose one GEMM a group is a few
+    // columns wide.
+    v.push_back(detail::make_cpu_grouped());
     // OpenBLAS on an im2col workspace: the fastest general CPU path.
     v.push_back(detail::make_cpu_im2col_gemm());
     // No library, no workspace: takes what the GEMM cannot (no OpenBLAS, workspace limits).

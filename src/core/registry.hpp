@@ -22,6 +22,7 @@ inline void check_per_sample_call(const Algorithm& a, const ConvCall& call) {
 // CPU (always compiled; optional libraries report themselves unavailable when missing)
 const Algorithm* make_cpu_ref();
 const Algorithm* make_cpu_depthwise();
+const Algorithm* make_cpu_grouped();
 const Algorithm* make_cpu_im2col_gemm();
 const Algorithm* make_cpu_direct();
 const Algorithm* make_cpu_winograd();
