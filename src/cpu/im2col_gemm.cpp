@@ -66,6 +66,10 @@ DotPlan dot_plan(const Conv2dProblem& p) {
   return d;
 }
 
+// Below this many output pixels a thread (per image and group), cpu_im2col_gemm's float32 path splits the
+// output channels among the threads instead of the pixels (run()).
+constexpr int64_t kChannelSplitPixels = 128;
+
 bool needs_columns(const Conv2dProblem& p, DType dt) {
   return dt != DType::f32 ||
          !(p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0);
@@ -250,10 +254,49 @@ class CpuIm2colGemm final : public Algorithm {
     const bool nchw = call.config.layout == Layout::nchw;
     // 1x1 s1 p0 in NHWC: one GEMM per group over all images (M = N*H*W), reading the input in place.
     const int64_t images = (nchw || cols) ? pb.n : 1, M = (nchw || cols) ? PQ : pb.n * PQ;
+    // Few output pixels a thread and many output channels (deep layers at batch 1): each thread takes a range
+    // of output channels instead, so that its SGEMM packs only its rows of the weight (with pixel bands every
+    // thread packed the whole weight for its few columns: ResNet-50's 2048 -> 512 1x1 at 5x5, NCHW, 25 pixels
+    // in two bands); the column matrix is then built by all threads together, with barriers around it.
+    const int64_t threads = omp_get_max_threads();
+    const bool by_channels = threads > 1 && M < kChannelSplitPixels * threads && Kg >= 32 * threads;
 #pragma omp parallel
     {
       const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-      const int64_t m0 = M * t / nt, m1 = M * (t + 1) / nt, mb = m1 - m0;
+      if (by_channels) {
+        const int64_t k0 = Kg / 16 * t / nt * 16, k1 = t + 1 == nt ? Kg : Kg / 16 * (t + 1) / nt * 16, kb = k1 - k0;
+        for (int64_t n = 0; n < images; ++n)
+          for (int64_t g = 0; g < G; ++g) {
+            const float* xn = x + n * in_img;
+            if (cols) {
+#pragma omp for schedule(static)
+              for (int64_t c0 = 0; c0 < M; c0 += 16) {
+                if (nchw)
+                  im2col_nchw(pb, xn, DType::f32, g, col, c0, std::min(M, c0 + 16));
+                else
+                  im2col_nhwc(pb, xn, DType::f32, g, col, c0, std::min(M, c0 + 16));
+              }
+            }
+            const float* wg = wt + (g * Kg + k0) * CRS;
+            if (kb > 0 && nchw) {  // dst[k0:k1, PQ] = W[k0:k1, CRS] x col[CRS, PQ]
+              float* yg = y + n * out_img + (g * Kg + k0) * PQ;
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(kb), int(M), int(CRS), e.alpha, wg, int(CRS),
+                          cols ? col : xn + g * Cg * PQ, int(PQ), gemm_beta, yg, int(PQ));
+              finish_block(e, DType::f32, yg, PQ, yg, res_pass ? res_pass + (yg - y) : nullptr,
+                           bias ? bias + g * Kg + k0 : nullptr, kb, M, PQ, true);
+            } else if (kb > 0) {  // dst[M, k0:k1] = col[M, CRS] x W[k0:k1, CRS]^T
+              float* yg = y + n * out_img + g * Kg + k0;
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(kb), int(CRS), e.alpha,
+                          cols ? col : x + g * Cg, int(cols ? CRS : pb.c), wg, int(CRS), gemm_beta, yg, int(pb.k));
+              finish_block(e, DType::f32, yg, pb.k, yg, res_pass ? res_pass + (yg - y) : nullptr,
+                           bias ? bias + g * Kg + k0 : nullptr, M, kb, pb.k, false);
+            }
+            if (cols) {
+#pragma omp barrier
+            }
+          }
+      }
+      const int64_t m0 = M * t / nt, m1 = M * (t + 1) / nt, mb = by_channels ? 0 : m1 - m0;
       for (int64_t n = 0; n < images && mb > 0; ++n)
         for (int64_t g = 0; g < G; ++g) {
           if (nchw) {  // dst[Kg, band] = W[Kg, CRS] x col[CRS, band]

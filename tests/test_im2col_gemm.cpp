@@ -1,0 +1,69 @@
+// cpu_im2col_gemm beyond the shared sweeps: the shapes that take its other paths. Deep layers of few pixels
+// and many output channels (the threads split the output channels, the column matrix built by all of them);
+// bfloat16 NHWC on the dot product (the input itself as the column matrix for 1x1 layers with an even
+// channel count a group, 16-bit columns padded to an even reduction otherwise, output channel counts off its
+// 32-column blocks, groups). Bit-equal to cpu_ref on small integers with every exact epilogue (the residual
+// in place on every other one); every activation within the bound on Gaussian data.
+#include <gtest/gtest.h>
+
+#include <iterator>
+
+#include "convkit/convkit.hpp"
+#include "test_util.hpp"
+
+using namespace convkit;
+
+namespace {
+
+const char* kSpecs[] = {
+    "n1c64h5w5k128r3s3p1",        "n1c512h5w5k256r1s1",          "n2c256h4w3k192r1s1",
+    "n1c32h9w7k96r3s3p1u2",       "n1c64h6w6k128r3s3p1g2",       "n1c96h3w5k160r3s3p2d2",
+    "n1c3h11w11k40r3s3p1",        "n1c7h6w6k33r1s1",             "n2c16h9w9k72r3s3p1",
+    "n1c24h8w8k48r1s1g2",         "n1c130h4w4k70r3s1ph1pw0",     "n1c256h2w2k512r3s3p1"};
+
+int check(DType dt, Layout l, ckt::Fill fill, double bound, uint32_t seed) {
+  const Algorithm* a = find_algorithm("cpu_im2col_gemm");
+  int ran = 0, act = 0;
+  for (const char* spec : kSpecs) {
+    const Conv2dProblem p = Conv2dProblem::parse(spec);
+    const ConvConfig cfg{dt, l, Device::cpu, MathMode::strict};
+    if (!a->can_implement(p, cfg)) continue;
+    for (int rep = 0; rep < 2; ++rep) {
+      ckt::EpilogueSpec es;
+      es.bias = (seed % 4) != 0;
+      es.residual = (seed % 3) == 0;
+      es.residual_aliases_dst = es.residual && (seed % 2 == 0);
+      es.activation = fill == ckt::Fill::small_ints
+                          ? (act % 3 == 0 ? Activation::none : act % 3 == 1 ? Activation::relu : Activation::relu6)
+                          : static_cast<Activation>(act % 8);
+      ++act;
+      const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, fill);
+      const ckt::Verdict v = ckt::check_against_reference(*a, c, bound, fill == ckt::Fill::small_ints);
+      EXPECT_TRUE(v.ok) << spec << " " << to_string(l) << " " << to_string(dt) << ": " << v.message;
+      ++ran;
+    }
+  }
+  return ran;
+}
+
+TEST(Im2colGemm, OtherPathsBitEqualOnSmallIntegers) {
+  const Algorithm* a = find_algorithm("cpu_im2col_gemm");
+  ASSERT_NE(a, nullptr);
+  CKT_REQUIRE_USABLE(*a);
+  const int all = 2 * int(std::size(kSpecs));
+  for (Layout l : {Layout::nchw, Layout::nhwc})
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) EXPECT_EQ(check(dt, l, ckt::Fill::small_ints, 1e-5, 10), all);
+}
+
+TEST(Im2colGemm, OtherPathsWithinBoundEveryActivation) {
+  const Algorithm* a = find_algorithm("cpu_im2col_gemm");
+  ASSERT_NE(a, nullptr);
+  CKT_REQUIRE_USABLE(*a);
+  const int all = 2 * int(std::size(kSpecs));
+  for (Layout l : {Layout::nchw, Layout::nhwc}) {
+    EXPECT_EQ(check(DType::f32, l, ckt::Fill::gaussian, 1e-5, 50), all);
+    for (DType dt : {DType::f16, DType::bf16}) EXPECT_EQ(check(dt, l, ckt::Fill::gaussian, 1e-2, 90), all);
+  }
+}
+
+}  // namespace
