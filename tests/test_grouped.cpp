@@ -268,14 +268,7 @@ int check_cpu_grouped(DType dt, Layout l, ckt::Fill fill, double bound, uint32_t
     const ConvConfig cfg{dt, l, Device::cpu, MathMode::strict};
     if (!cpu_grouped()->can_implement(p, cfg)) continue;
     for (int rep = 0; rep < 2; ++rep) {
-      ckt::EpilogueSpec es;
-      es.bias = (seed % 4) != 0;
-      es.residual = (seed % 3) == 0;
-      es.residual_aliases_dst = es.residual && (seed % 2 == 0);
-      es.activation = fill == ckt::Fill::small_ints
-                          ? (act % 3 == 0 ? Activation::none : act % 3 == 1 ? Activation::relu : Activation::relu6)
-                          : static_cast<Activation>(act % 8);
-      ++act;
+      const ckt::EpilogueSpec es = ckt::varied_epilogue(seed, act++, fill == ckt::Fill::small_ints);
       const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, fill);
       const ckt::Verdict v = ckt::check_against_reference(*cpu_grouped(), c, bound, fill == ckt::Fill::small_ints);
       EXPECT_TRUE(v.ok) << spec << " " << to_string(l) << " " << to_string(dt) << ": " << v.message;

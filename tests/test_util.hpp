@@ -206,6 +206,19 @@ struct EpilogueSpec {
   }
 };
 
+// The epilogue of the `act`-th case of a sweep seeded with `seed`: bias on three seeds of four, a residual on
+// one of three (in place on every other one of those), the activations in turn: every one on Gaussian data,
+// the exact ones (none, relu, relu6) on small integers.
+inline EpilogueSpec varied_epilogue(uint32_t seed, int act, bool small_integers) {
+  EpilogueSpec es;
+  es.bias = (seed % 4) != 0;
+  es.residual = (seed % 3) == 0;
+  es.residual_aliases_dst = es.residual && (seed % 2 == 0);
+  static const Activation exact[] = {Activation::none, Activation::relu, Activation::relu6};
+  es.activation = small_integers ? exact[act % 3] : static_cast<Activation>(act % (int(Activation::hardsigmoid) + 1));
+  return es;
+}
+
 enum class Fill { gaussian, small_ints };
 
 // One fully specified test case with its host data.

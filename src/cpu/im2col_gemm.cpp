@@ -112,49 +112,34 @@ void im2col_nchw(const Conv2dProblem& pb, const T* x /* image n */, DType dt, in
   }
 }
 
-// Rows [pq0, pq1) of col[p*Q + q][(r*S + s)*Cg + c] = x[h][w][g*Cg + c] (0 in the padding), NHWC.
-template <typename T>
-void im2col_nhwc(const Conv2dProblem& pb, const T* x /* image n */, DType dt, int64_t g, float* col, int64_t pq0,
-                 int64_t pq1) {
+// 16-bit elements copied as they are (the bfloat16 dot-product path's columns).
+inline void copy_elements(const uint16_t* x, uint16_t* o, int64_t n, DType) {
+  std::memcpy(o, x, sizeof(uint16_t) * size_t(n));
+}
+
+// Rows [pq0, pq1) of col[p*Q + q][(r*S + s)*Cg + c] = x[h][w][g*Cg + c] (0 in the padding), NHWC, rows of
+// ld >= R*S*Cg elements (past R*S*Cg zeros: the bfloat16 path pads the reduction to an even length). T -> O:
+// float -> float, uint16_t -> float (widened; dt says from what) or uint16_t -> uint16_t (as it is).
+template <typename T, typename O>
+void im2col_nhwc(const Conv2dProblem& pb, const T* x /* image n */, DType dt, int64_t g, O* col, int64_t ld,
+                 int64_t pq0, int64_t pq1) {
   const int64_t Q = pb.q(), Cg = pb.c_per_group();
   const int64_t width = pb.r * pb.s * Cg;
   for (int64_t pq = pq0; pq < pq1; ++pq) {
     const int64_t p = pq / Q, q = pq % Q;
-    float* out = col + pq * width;
+    O* out = col + pq * ld;
     for (int64_t r = 0; r < pb.r; ++r) {
       const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
       for (int64_t s = 0; s < pb.s; ++s) {
         const int64_t w = q * pb.stride_w - pb.pad_w + s * pb.dilation_w;
-        float* o = out + (r * pb.s + s) * Cg;
+        O* o = out + (r * pb.s + s) * Cg;
         if (h < 0 || h >= pb.h || w < 0 || w >= pb.w)
-          std::fill(o, o + Cg, 0.0f);
+          std::fill(o, o + Cg, O(0));
         else
           copy_elements(x + (h * pb.w + w) * pb.c + g * Cg, o, Cg, dt);
       }
     }
-  }
-}
-
-// Rows [pq0, pq1) of the 16-bit column matrix of the bfloat16 dot-product path: as im2col_nhwc, the elements
-// copied as they are, rows of ld >= R*S*Cg elements (the pad element past them zero: gemm_bf16 reads pairs).
-void im2col_nhwc_raw16(const Conv2dProblem& pb, const uint16_t* x /* image n */, int64_t g, uint16_t* col, int64_t ld,
-                       int64_t pq0, int64_t pq1) {
-  const int64_t Q = pb.q(), Cg = pb.c_per_group(), width = pb.r * pb.s * Cg;
-  for (int64_t pq = pq0; pq < pq1; ++pq) {
-    const int64_t p = pq / Q, q = pq % Q;
-    uint16_t* out = col + pq * ld;
-    for (int64_t r = 0; r < pb.r; ++r) {
-      const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
-      for (int64_t s = 0; s < pb.s; ++s) {
-        const int64_t w = q * pb.stride_w - pb.pad_w + s * pb.dilation_w;
-        uint16_t* o = out + (r * pb.s + s) * Cg;
-        if (h < 0 || h >= pb.h || w < 0 || w >= pb.w)
-          std::fill(o, o + Cg, uint16_t(0));
-        else
-          std::memcpy(o, x + (h * pb.w + w) * pb.c + g * Cg, sizeof(uint16_t) * size_t(Cg));
-      }
-    }
-    std::fill(out + width, out + ld, uint16_t(0));
+    std::fill(out + width, out + ld, O(0));
   }
 }
 
@@ -274,7 +259,7 @@ class CpuIm2colGemm final : public Algorithm {
                 if (nchw)
                   im2col_nchw(pb, xn, DType::f32, g, col, c0, std::min(M, c0 + 16));
                 else
-                  im2col_nhwc(pb, xn, DType::f32, g, col, c0, std::min(M, c0 + 16));
+                  im2col_nhwc(pb, xn, DType::f32, g, col, CRS, c0, std::min(M, c0 + 16));
               }
             }
             const float* wg = wt + (g * Kg + k0) * CRS;
@@ -311,7 +296,7 @@ class CpuIm2colGemm final : public Algorithm {
           } else {  // dst[band, Kg] = col[band, CRS] x W[Kg, CRS]^T
             const float* a = cols ? col : x + g * Cg;
             const int64_t lda = cols ? CRS : pb.c;
-            if (cols) im2col_nhwc(pb, x + n * in_img, DType::f32, g, col, m0, m1);
+            if (cols) im2col_nhwc(pb, x + n * in_img, DType::f32, g, col, CRS, m0, m1);
             float* yg = y + n * out_img + m0 * pb.k + g * Kg;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(mb), int(Kg), int(CRS), e.alpha, a + m0 * lda,
                         int(lda), wt + g * Kg * CRS, int(CRS), gemm_beta, yg, int(pb.k));
@@ -362,7 +347,7 @@ class CpuIm2colGemm final : public Algorithm {
             const int64_t off = n * out_img + g * Kg * PQ + m0;
             finish_block(e, dt, yg, PQ, y + off, res ? res + off : nullptr, bg, Kg, mb, PQ, true);
           } else {  // yf[band, Kg] = col[band, CRS] x W[Kg, CRS]^T
-            im2col_nhwc(pb, xn, dt, g, col, m0, m1);
+            im2col_nhwc(pb, xn, dt, g, col, CRS, m0, m1);
             float* yg = yf + m0 * pb.k + g * Kg;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(mb), int(Kg), int(CRS), e.alpha, col + m0 * CRS,
                         int(CRS), wt + g * Kg * CRS, int(CRS), 0.0f, yg, int(pb.k));
@@ -403,7 +388,7 @@ class CpuIm2colGemm final : public Algorithm {
         for (int64_t g = 0; g < G; ++g) {
           const uint16_t* xn = x + n * in_img;
           const uint16_t* a = dp.direct ? xn + m0 * pb.c + g * Cg : col + m0 * dp.crse;
-          if (!dp.direct) im2col_nhwc_raw16(pb, xn, g, col, dp.crse, m0, m1);
+          if (!dp.direct) im2col_nhwc(pb, xn, DType::bf16, g, col, dp.crse, m0, m1);
           float* yg = yf + m0 * pb.k + g * Kg;
           gemm_bf16(a, dp.direct ? pb.c : dp.crse, packed + g * dp.packed, mb, Kg, dp.crse, e.alpha, yg, pb.k);
           const int64_t off = n * out_img + m0 * pb.k + g * Kg;
