@@ -31,8 +31,15 @@ struct SystemInfo {
   std::string openblas;          // config string, or empty when not built in
   std::string onednn_version;    // or empty
   int cpu_threads = 0;           // OpenMP max threads
+  bool cpu_bf16_native = false;  // cpu_bf16_native() below
+  bool cpu_vector_math = false;  // the CPU epilogue's SiLU, sigmoid and GELU from glibc's libmvec
 };
 
 SystemInfo system_info();
+
+// Whether bfloat16 NHWC convolutions on the CPU compute on the CPU's bfloat16 dot product (AVX512-BF16, in
+// this build: cpu_im2col_gemm) rather than widened to float32. Cheap (no device query): the PyTorch
+// extension's CPU autocast rule asks it on every call.
+bool cpu_bf16_native();
 
 }  // namespace convkit

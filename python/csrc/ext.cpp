@@ -19,6 +19,7 @@
 #include "convkit/backward.hpp"
 #include "convkit/convkit.hpp"
 #include "convkit/per_sample.hpp"
+#include "convkit/system.hpp"
 #include "ext.hpp"
 
 namespace convkit_ext {
@@ -687,10 +688,15 @@ PyObject* py_plan(PyObject*, PyObject* args) {
   }
 }
 
+// convkit._C.cpu_bf16_native() -> bool: convkit::cpu_bf16_native() (bfloat16 NHWC on the CPU's dot product).
+PyObject* py_cpu_bf16_native(PyObject*, PyObject*) { return PyBool_FromLong(convkit::cpu_bf16_native() ? 1 : 0); }
+
 PyMethodDef methods[] = {
     {"plan", py_plan, METH_VARARGS,
      "plan(problem, dtype, layout, device, algo, activation='none') -> (algorithm, layout, variant, source, "
      "workspace, verdicts, own variant)"},
+    {"cpu_bf16_native", py_cpu_bf16_native, METH_NOARGS,
+     "cpu_bf16_native() -> bool: bfloat16 NHWC convolutions on the CPU run on its bfloat16 dot product"},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

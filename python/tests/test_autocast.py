@@ -1,7 +1,8 @@
 """torch.autocast and convkit's ops (csrc/autocast.cpp): in an autocast region the convolutions return the
 region's dtype as torch's conv2d does; on CUDA they compute in it (float32 inputs, weights, bias and residual cast;
-the weight once a region), on the CPU in float32 with the output cast (convkit's 16-bit CPU convolution is the
-slow reference). Gradients reach the float32 leaves, and a converted or fused model gives the dtypes and, within
+the weight once a region), on the CPU too for a channels-last input in a bfloat16 region where the CPU computes
+bfloat16 natively (convkit._C.cpu_bf16_native(): its dot product), elsewhere on the CPU in float32 with the
+output cast (convkit's other 16-bit CPU paths widen to float32 anyway). Gradients reach the float32 leaves, and a converted or fused model gives the dtypes and, within
 the 16-bit bound, the values of the torch model in the same region. On CUDA, layer_norm_last runs in float32
 there as torch's layer_norm does. CPU (bfloat16 autocast) in CI, CUDA (bfloat16 and float16) on a GPU.
 """
@@ -19,6 +20,15 @@ BOUND = 2e-2  # test_lowp's backward bound: the same 16-bit convolutions, rounde
 
 def _dtypes(device):
     return [torch.bfloat16] + ([torch.float16] if device == "cuda" else [])
+
+
+def _in_region_dtype(device, dt, x):
+    """Whether convkit's convolution of x computes in the region's dtype dt (the operands cast) rather than in
+    float32 with the output cast."""
+    if device == "cuda":
+        return True
+    cl = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+    return dt == torch.bfloat16 and cl and convkit._C.cpu_bf16_native()
 
 
 def _operands(device, seed=0, memory_format=torch.channels_last):
@@ -41,7 +51,7 @@ def test_conv2d_runs_in_the_region_dtype_and_its_gradients_reach_float32(device)
         grads = torch.autograd.grad(y, (x, w, b, res), gy)
         # the same as casting by hand, to the bit: the region only adds the casts
         leaves = [t.detach().clone().requires_grad_() for t in (x, w, b, res)]
-        if device == "cpu":  # float32 math, the output cast
+        if not _in_region_dtype(device, dt, x):  # float32 math, the output cast
             want = convkit.conv2d(*leaves[:3], padding=1, activation="relu", residual=leaves[3]).to(dt)
         else:
             xs, ws, bs, rs = (t.to(dt) for t in leaves)
@@ -50,6 +60,23 @@ def test_conv2d_runs_in_the_region_dtype_and_its_gradients_reach_float32(device)
         for got, ref, t in zip(grads, torch.autograd.grad(want, leaves, gy), (x, w, b, res)):
             assert got.dtype == torch.float32 and got.shape == t.shape
             assert torch.equal(got, ref)
+
+
+def test_the_cpu_region_computes_in_bfloat16_where_the_cpu_does_so_natively():
+    # channels-last x: bfloat16 math where the CPU has the dot product (the operands cast), else float32 with
+    # the output cast; an NCHW x: float32 with the output cast (convkit widens NCHW bfloat16 anyway)
+    for mf in (torch.channels_last, torch.contiguous_format):
+        x, w, b, res = (t.detach() for t in _operands("cpu", seed=7, memory_format=mf))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = convkit.conv2d(x, w, b, padding=1, activation="silu", residual=res)
+        assert y.dtype == torch.bfloat16
+        if _in_region_dtype("cpu", torch.bfloat16, x):
+            assert mf == torch.channels_last
+            want = convkit.conv2d(x.bfloat16(), w.bfloat16(), b.bfloat16(), padding=1, activation="silu",
+                                  residual=res.bfloat16())
+        else:
+            want = convkit.conv2d(x, w, b, padding=1, activation="silu", residual=res).bfloat16()
+        assert torch.equal(y, want), mf
 
 
 @pytest.mark.parametrize("device", DEVICES)

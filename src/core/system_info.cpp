@@ -6,6 +6,8 @@
 
 #include "convkit/convkit.hpp"
 #include "core/cuda_hooks.hpp"
+#include "cpu/epilogue_span.hpp"
+#include "cpu/gemm_bf16.hpp"
 
 #ifdef CONVKIT_HAVE_OPENBLAS
 #include <cblas.h>
@@ -27,8 +29,12 @@ SystemInfo system_info() {
     info.onednn_version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 #endif
   info.cpu_threads = omp_get_max_threads();
+  info.cpu_bf16_native = cpu_bf16_native();
+  info.cpu_vector_math = detail::epilogue_span_vector_math();
   detail::fill_cuda_info(info);
   return info;
 }
+
+bool cpu_bf16_native() { return detail::gemm_bf16_available(); }
 
 }  // namespace convkit

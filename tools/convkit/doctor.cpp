@@ -23,7 +23,9 @@ CLI::App* add_doctor(CLI::App& app) {
 int run_doctor() {
   const SystemInfo s = system_info();
   fmt::print("convkit {}\n", s.convkit_version);
-  fmt::print("CPU: {} OpenMP threads\n", s.cpu_threads);
+  fmt::print("CPU: {} OpenMP threads; bfloat16 {}; SiLU/sigmoid/GELU epilogue {}\n", s.cpu_threads,
+             s.cpu_bf16_native ? "on the CPU's dot product (AVX512-BF16)" : "widened to float32",
+             s.cpu_vector_math ? "on libmvec's vector expf/erff" : "one value at a time");
   fmt::print("OpenBLAS: {}\n", s.openblas.empty() ? "not in this build (cpu_im2col_gemm unavailable)" : s.openblas);
   fmt::print("oneDNN: {}\n", s.onednn_version.empty() ? "not in this build (the onednn_cpu peer is unavailable)"
                                                        : s.onednn_version);

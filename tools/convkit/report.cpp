@@ -285,7 +285,9 @@ void write_json(const std::string& path, const std::vector<Row>& rows, const Run
                  {"cudnn_version", sys.cudnn_version},
                  {"openblas", sys.openblas},
                  {"onednn_version", sys.onednn_version},
-                 {"cpu_threads", sys.cpu_threads}};
+                 {"cpu_threads", sys.cpu_threads},
+                 {"cpu_bf16_native", sys.cpu_bf16_native},
+                 {"cpu_vector_math", sys.cpu_vector_math}};
   nlohmann::ordered_json arr = nlohmann::ordered_json::array();
   for (const Row& r : rows) arr.push_back(row_json(r, info));
   j["rows"] = arr;
