@@ -77,8 +77,75 @@ void tile(const uint16_t* a, int64_t lda, const uint16_t* bp, int64_t pairs, flo
   }
 }
 
+// The turned tile: NR rows of B (n .. n + NR) x the 32 rows of A of one packed block; acc[i][h] holds
+// C[m0 + 16 h + lane][n + i].
+template <int NR>
+void tile_turned(const uint16_t* ap, const uint16_t* b, int64_t ldb, int64_t k_real, int64_t pairs, float alpha,
+                 float* c, int64_t ldc, int64_t rows) {
+  __m512 acc[NR][2];
+  for (int i = 0; i < NR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const int64_t whole = std::min(pairs, k_real / 2);  // pairs wholly inside B's rows
+  auto step = [&](int64_t p, auto pair_of) {
+    const __m512bh a0 = (__m512bh)_mm512_loadu_si512(ap + p * 64);
+    const __m512bh a1 = (__m512bh)_mm512_loadu_si512(ap + p * 64 + 32);
+#pragma GCC unroll 8
+    for (int i = 0; i < NR; ++i) {
+      const __m512bh bv = (__m512bh)_mm512_set1_epi32(int32_t(pair_of(b + i * ldb + 2 * p)));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], bv, a0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], bv, a1);
+    }
+  };
+  for (int64_t p = 0; p < whole; ++p)
+    step(p, [](const uint16_t* e) {
+      uint32_t v;
+      std::memcpy(&v, e, 4);
+      return v;
+    });
+  for (int64_t p = whole; p < pairs; ++p)  // an odd k_real's last element, its partner past the row taken as zero
+    step(p, [k_real, p](const uint16_t* e) { return 2 * p < k_real ? uint32_t(e[0]) : 0u; });
+  const __m512 al = _mm512_set1_ps(alpha);
+  const __m512i lanes = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                           _mm512_set1_epi32(int32_t(ldc)));
+  const __mmask16 m0 = rows >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1);
+  const __mmask16 m1 = rows >= 32 ? __mmask16(0xFFFF) : rows <= 16 ? __mmask16(0) : __mmask16((1u << (rows - 16)) - 1);
+  for (int i = 0; i < NR; ++i) {  // (ldc * 31 fits an int: checked by the caller)
+    _mm512_mask_i32scatter_ps(c + i, m0, lanes, _mm512_mul_ps(acc[i][0], al), 4);
+    if (m1) _mm512_mask_i32scatter_ps(c + 16 * ldc + i, m1, lanes, _mm512_mul_ps(acc[i][1], al), 4);
+  }
+}
+
 }  // namespace
 #endif
+
+void gemm_bf16_turned(const uint16_t* packed_a, const uint16_t* b, int64_t ldb, int64_t k_real, int64_t m, int64_t n0,
+                      int64_t n1, int64_t k, float alpha, float* c, int64_t ldc) {
+#if defined(CONVKIT_GEMM_BF16)
+  constexpr int kNR = 8;
+  const int64_t pairs = k / 2;
+  for (int64_t ib = 0; ib * kGemmBf16Cols < m; ++ib) {
+    const uint16_t* ap = packed_a + ib * kGemmBf16Cols * k;
+    const int64_t r0 = ib * kGemmBf16Cols, rows = std::min<int64_t>(kGemmBf16Cols, m - r0);
+    float* cb = c + r0 * ldc;
+    int64_t j = n0;
+    for (; j + kNR <= n1; j += kNR) tile_turned<kNR>(ap, b + j * ldb, ldb, k_real, pairs, alpha, cb + j, ldc, rows);
+    const uint16_t* br = b + j * ldb;
+    float* cr = cb + j;
+    switch (n1 - j) {
+      case 7: tile_turned<7>(ap, br, ldb, k_real, pairs, alpha, cr, ldc, rows); break;
+      case 6: tile_turned<6>(ap, br, ldb, k_real, pairs, alpha, cr, ldc, rows); break;
+      case 5: tile_turned<5>(ap, br, ldb, k_real, pairs, alpha, cr, ldc, rows); break;
+      case 4: tile_turned<4>(ap, br, ldb, k_real, pairs, alpha, cr, ldc, rows); break;
+      case 3: tile_turned<3>(ap, br, ldb, k_real, pairs, alpha, cr, ldc, rows); break;
+      case 2: tile_turned<2>(ap, br, ldb, k_real, pairs, alpha, cr, ldc, rows); break;
+      case 1: tile_turned<1>(ap, br, ldb, k_real, pairs, alpha, cr, ldc, rows); break;
+      default: break;
+    }
+  }
+#else
+  (void)packed_a, (void)b, (void)ldb, (void)k_real, (void)m, (void)n0, (void)n1, (void)k, (void)alpha, (void)c,
+      (void)ldc;
+#endif
+}
 
 void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* packed, int64_t m, int64_t n, int64_t k, float alpha,
                float* c, int64_t ldc) {

@@ -40,4 +40,12 @@ void gemm_bf16_pack(const uint16_t* b, int64_t ldb, int64_t n, int64_t k, int64_
 void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* packed, int64_t m, int64_t n, int64_t k, float alpha,
                float* c, int64_t ldc);
 
+// The same product with the roles turned, for few rows of A and many of B (a deep layer's few pixels and many
+// output channels): A packed by gemm_bf16_pack (its M rows as the packed "columns", at most a few blocks) and
+// B's rows read as they are (k_real elements at stride ldb: no packing of the larger operand; an odd k_real's
+// last pair read as one element). 8 rows of B x 32 rows of A a tile; C's tile stored transposed (a scatter
+// by rows of C, masked past M). Rows [n0, n1) of B only, so that threads can share out B's rows.
+void gemm_bf16_turned(const uint16_t* packed_a, const uint16_t* b, int64_t ldb, int64_t k_real, int64_t m, int64_t n0,
+                      int64_t n1, int64_t k, float alpha, float* c, int64_t ldc);
+
 }  // namespace convkit::detail
