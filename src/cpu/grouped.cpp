@@ -42,10 +42,16 @@ typedef float v16 __attribute__((vector_size(64)));
 inline void load16(v16& v, const float* p) { std::memcpy(&v, p, sizeof(v)); }
 inline void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof(v)); }
 
-// y[l] = x[(l / Cg) * Cg + c]: input channel c of each lane's group.
+// y[l] = x[(l / Cg) * Cg + c]: input channel c of each lane's group. (__builtin_shufflevector: clang, g++ 12
+// and later; older g++ has __builtin_shuffle with a mask vector.)
 template <int Cg, int c, size_t... L>
 inline void spread(const v16& x, v16& y, std::index_sequence<L...>) {
+#if defined(__clang__) || !defined(__GNUC__) || __GNUC__ >= 12
   y = __builtin_shufflevector(x, x, ((int(L) / Cg) * Cg + c)...);
+#else
+  typedef int i16 __attribute__((vector_size(64)));
+  y = __builtin_shuffle(x, i16{((int(L) / Cg) * Cg + c)...});
+#endif
 }
 
 // One tap, Cg < 16: acc[j] += sum over c of spread_c(x[j]) * w[c] (w: [Cg][16] of the tap).
