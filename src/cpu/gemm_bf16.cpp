@@ -1,7 +1,8 @@
-// gemm_bf16 (gemm_bf16.hpp): 8 x 32 tiles of C on vdpbf16ps.
-// Measured (2-vCPU Zen 4, bfloat16 NHWC through the PyTorch op, batch 1; docs/perf.md 2026-12-05): see the
-// table there; a 512 -> 512 3x3 layer at 5x5 took 2.23 ms widened to float32 for SGEMM (the weight widened and
-// packed by every thread) against torch's 0.62 ms.
+// gemm_bf16 (gemm_bf16.hpp): 8 x 32 tiles of C on vdpbf16ps, and the turned product for few rows of A.
+// Measured (2-vCPU Zen 4, bfloat16 NHWC through the PyTorch op, batch 1, bias + ReLU, ms; torch's oneDNN in
+// brackets; docs/perf.md 2026-12-05): 64 -> 64 3x3 at 40x40 0.32 (0.29), 256 3x3 at 10x10 0.35 (0.35),
+// 1024 -> 256 1x1 at 10x10 0.20 (0.28); turned: 512 3x3 at 5x5 0.41 (0.62), 1024 -> 2048 1x1 at 5x5 0.40
+// (1.02). Widened to float32 for SGEMM the first and the 512 layer took 0.72 and 2.23.
 #include "cpu/gemm_bf16.hpp"
 
 #include <algorithm>
