@@ -189,10 +189,14 @@ class CpuGrouped final : public Algorithm {
           for (int64_t i = 0; i < g.w * g.c; ++i) o[i] = load_as_float(src, D, base + i);
           continue;
         }
-        for (int64_t c = 0; c < g.c; ++c) {  // a row of channel c to every pixel's slot c
-          const int64_t base = ((n * g.c + c) * g.h + h) * g.w;
-          for (int64_t w = 0; w < g.w; ++w) o[w * g.c + c] = load_as_float(src, D, base + w);
-        }
+        // 16 channels x 16 columns at a time: the 16 pixels' 64-byte runs being written stay in L1 (one
+        // channel at a time across the row wrote each pixel's cache line once a channel)
+        for (int64_t c0 = 0; c0 < g.c; c0 += 16)
+          for (int64_t w0 = 0; w0 < g.w; w0 += 16)
+            for (int64_t c = c0; c < std::min(g.c, c0 + 16); ++c) {
+              const int64_t base = ((n * g.c + c) * g.h + h) * g.w;
+              for (int64_t w = w0; w < std::min(g.w, w0 + 16); ++w) o[w * g.c + c] = load_as_float(src, D, base + w);
+            }
       }
   }
 
@@ -225,26 +229,31 @@ class CpuGrouped final : public Algorithm {
         }
       }
       // (the implicit barriers above: the filters and the input are whole before any row starts)
-      std::vector<float> row(size_t(g.q * g.k)), tr(nchw ? size_t(g.q * g.k) : 0);
+      // a unit: rb output rows of an image (NCHW: about 64 pixels, so that a channel's run through the
+      // epilogue is longer than one row; NHWC: one row, its pixels' runs are K long)
+      const int64_t rb = nchw ? std::max<int64_t>(1, std::min(g.p, 64 / std::max<int64_t>(1, g.q))) : 1;
+      const int64_t blocks = (g.p + rb - 1) / rb;
+      std::vector<float> row(size_t(rb * g.q * g.k)), tr(nchw ? row.size() : 0);
       std::vector<float> zeros(size_t(std::max<int64_t>(kL, g.cg)), 0.0f);
       auto at = [es](const void* base, int64_t i) { return static_cast<const char*>(base) + size_t(i) * es; };
 #pragma omp for collapse(2) schedule(static)
       for (int64_t n = 0; n < g.n; ++n)
-        for (int64_t p = 0; p < g.p; ++p) {
-          row_sums<CG>(g, x, wp, zeros.data(), n, p, row.data());
+        for (int64_t pb = 0; pb < blocks; ++pb) {
+          const int64_t p0 = pb * rb, p1 = std::min(g.p, p0 + rb), m = (p1 - p0) * g.q;
+          for (int64_t p = p0; p < p1; ++p) row_sums<CG>(g, x, wp, zeros.data(), n, p, row.data() + (p - p0) * g.q * g.k);
           if (!nchw) {
             for (int64_t q = 0; q < g.q; ++q) {
-              const int64_t o = ((n * g.p + p) * g.q + q) * g.k;
+              const int64_t o = ((n * g.p + p0) * g.q + q) * g.k;
               epilogue_span(e, e.alpha, dt, row.data() + q * g.k, const_cast<char*>(at(call.dst.data, o)), g.k, e.bias,
                             SpanBias::per_element, e.residual ? at(e.residual, o) : nullptr);
             }
             continue;
           }
-          for (int64_t q = 0; q < g.q; ++q)  // [Q][K] -> [K][Q]
-            for (int64_t k = 0; k < g.k; ++k) tr[size_t(k * g.q + q)] = row[size_t(q * g.k + k)];
-          for (int64_t k = 0; k < g.k; ++k) {
-            const int64_t o = ((n * g.k + k) * g.p + p) * g.q;
-            epilogue_span(e, e.alpha, dt, tr.data() + k * g.q, const_cast<char*>(at(call.dst.data, o)), g.q,
+          for (int64_t i = 0; i < m; ++i)  // [pixel][K] -> [K][pixel]
+            for (int64_t k = 0; k < g.k; ++k) tr[size_t(k * m + i)] = row[size_t(i * g.k + k)];
+          for (int64_t k = 0; k < g.k; ++k) {  // channel k's pixels of rows [p0, p1): one run of its NCHW plane
+            const int64_t o = ((n * g.k + k) * g.p + p0) * g.q;
+            epilogue_span(e, e.alpha, dt, tr.data() + k * m, const_cast<char*>(at(call.dst.data, o)), m,
                           e.bias ? at(e.bias, k) : nullptr, SpanBias::one, e.residual ? at(e.residual, o) : nullptr);
           }
         }
