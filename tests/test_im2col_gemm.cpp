@@ -3,7 +3,8 @@
 // them; bfloat16: the columns packed and the weight read as it is, odd reductions included); bfloat16 NHWC on
 // the dot product (the input itself as the column matrix for 1x1 layers with an even
 // channel count a group, 16-bit columns padded to an even reduction otherwise, output channel counts off its
-// 32-column blocks, groups). Bit-equal to cpu_ref on small integers with every exact epilogue (the residual
+// 32-column blocks, groups); float32 NHWC batches in GEMMs of several images (3 images of 40x40x128 in two
+// GEMMs). Bit-equal to cpu_ref on small integers with every exact epilogue (the residual
 // in place on every other one); every activation within the bound on Gaussian data.
 #include <gtest/gtest.h>
 
@@ -21,7 +22,7 @@ const char* kSpecs[] = {
     "n1c32h9w7k96r3s3p1u2",       "n1c64h6w6k128r3s3p1g2",       "n1c96h3w5k160r3s3p2d2",
     "n1c3h11w11k40r3s3p1",        "n1c7h6w6k33r1s1",             "n2c16h9w9k72r3s3p1",
     "n1c24h8w8k48r1s1g2",         "n1c130h4w4k70r3s1ph1pw0",     "n1c256h2w2k512r3s3p1",
-    "n1c33h5w5k64r3s3p1",         "n3c64h4w4k96r1s1"};
+    "n1c33h5w5k64r3s3p1",         "n3c64h4w4k96r1s1",            "n3c128h40w40k16r3s3p1"};
 
 int check(DType dt, Layout l, ckt::Fill fill, double bound, uint32_t seed) {
   const Algorithm* a = find_algorithm("cpu_im2col_gemm");

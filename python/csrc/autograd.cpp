@@ -18,10 +18,14 @@
 // convkit::_conv2d_per_sample_autograd: the same for convkit.conv2d_per_sample (_per_sample_backward).
 // Under torch.compile and functorch transforms both still call the ops themselves (their registered autograd).
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/TensorSubclassLikeUtils.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -181,6 +185,45 @@ at::Tensor backward_weight_op(const at::Tensor& x, const at::Tensor& gz, at::Int
   return op.call(x, gz, weight_size, stride, padding, dilation, groups);
 }
 
+// The spatially flipped, per-group transposed filters of a CPU layer (wt[g*Cg + c][kk][r][s] =
+// w[g*Kg + kk][c][R-1-r][S-1-s], the data gradient's filter), in w's memory format, written in 32 x 32 blocks
+// of (output, input) channels a tap. NOTE: aten's copy of w.transpose(0, 1) into channels_last took 8.1 ms for
+// a 512 x 512 x 3 x 3 filter on 2 Zen 4 threads (its strides are powers of two: every row of a block in one
+// cache set), 27% of a ResNet-18 training step; this takes a fraction of that. No graph: the caller keeps
+// torch's differentiable ops when one is recorded.
+// A plain CPU tensor (not a FakeTensor or another subclass that torch.compile traces with: this writes its
+// data), with no graph of the gradient recorded.
+bool flipped_transposed_cpu_takes(const at::Tensor& w) {
+  return w.is_cpu() && !at::isTensorSubclassLike(w) && (!at::GradMode::is_enabled() || !w.requires_grad());
+}
+
+at::Tensor flipped_transposed_cpu(const at::Tensor& w, int64_t groups) {
+  const int64_t k = w.size(0), cg = w.size(1), rs = w.size(2) * w.size(3), kg = k / groups;
+  const bool cl = w.is_contiguous(at::MemoryFormat::ChannelsLast) && !w.is_contiguous();
+  const at::MemoryFormat mf = cl ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  const at::Tensor src = w.contiguous(mf);
+  at::Tensor wt = at::empty({groups * cg, kg, w.size(2), w.size(3)}, w.options().memory_format(mf));
+  constexpr int64_t kB = 32;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, w.scalar_type(), "convkit_flipped_transposed", [&] {
+    const scalar_t* a = src.data_ptr<scalar_t>();
+    scalar_t* b = wt.data_ptr<scalar_t>();
+    at::parallel_for(0, groups * rs, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t gt = lo; gt < hi; ++gt) {
+        const int64_t g = gt / rs, t = gt % rs, tf = rs - 1 - t;  // tap (r, s) -> (R-1-r, S-1-s)
+        for (int64_t c0 = 0; c0 < cg; c0 += kB)
+          for (int64_t k0 = 0; k0 < kg; k0 += kB)
+            for (int64_t c = c0; c < std::min(cg, c0 + kB); ++c)
+              for (int64_t kk = k0; kk < std::min(kg, k0 + kB); ++kk) {
+                const int64_t kf = g * kg + kk, cf = g * cg + c;
+                b[cl ? (cf * rs + tf) * kg + kk : (cf * kg + kk) * rs + tf] =
+                    a[cl ? (kf * rs + t) * cg + c : (kf * cg + c) * rs + t];
+              }
+      }
+    });
+  });
+  return wt;
+}
+
 // The depthwise gradient kernels (convkit::conv2d_backward_data / _weight, CUDA) take a depthwise problem
 // (groups = C, any multiplier) of a 16-bit or f32 CUDA tensor, when no graph of the gradient is recorded
 // (the ops have no derivative of their own; create_graph=True keeps the convolutions, which do).
@@ -249,6 +292,20 @@ bool dense_wgrad_kernel_takes(const at::Tensor& gz, const at::Tensor& x, const a
   return !at::GradMode::is_enabled() || (!gz.requires_grad() && !x.requires_grad() && !w.requires_grad());
 }
 
+// A CPU layer's weight gradient by convkit::conv2d_backward_weight's GEMMs (im2col and OpenBLAS's SGEMM per
+// image and group, src/cpu/wgrad_gemm.cpp), as the op runs it on the CPU: the correlation form below copies x
+// and gz transposed first (a ResNet-18 training step, f32 channels_last, batch 8 at 64x64, on 2 Zen 4
+// threads: a third of its time in those copies). Dense layers only: a GEMM a group is a sliver for depthwise
+// and grouped layers (MobileNetV2's step took 2.8x as long with them). As for the CUDA kernels, only when no
+// graph of the gradient is recorded.
+bool cpu_wgrad_gemm_takes(const at::Tensor& gz, const at::Tensor& x, const at::Tensor& w, int64_t groups,
+                          bool per_sample) {
+  const at::ScalarType t = x.scalar_type();
+  if (per_sample || groups != 1 || !x.is_cpu() || (t != at::kFloat && t != at::kHalf && t != at::kBFloat16))
+    return false;
+  return !at::GradMode::is_enabled() || (!gz.requires_grad() && !x.requires_grad() && !w.requires_grad());
+}
+
 // A dense (groups = 1) 16-bit layer on CUDA whose weight gradient is not the 1x1 GEMM: that gradient by aten's
 // convolution_backward (cuDNN), not by convkit. On the H200 (2026-12-02, docs/perf.md, ResNet-50's 10 dense
 // layers, bf16 channels_last batch 32) convkit's tensor-core kernel ran at 0.24-0.53x cuDNN's speed (geomean
@@ -291,12 +348,15 @@ std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Ten
         if (per_sample) {
           const int64_t n = w.size(0), k = w.size(1), cg = w.size(2), kg = k / groups;
           wt = w.reshape({n, groups, kg, cg, r, s}).transpose(2, 3).reshape({n, groups * cg, kg, r, s});
+        } else if (flipped_transposed_cpu_takes(w)) {
+          wt = flipped_transposed_cpu(w, groups);
         } else {
           const int64_t k = w.size(0), cg = w.size(1), kg = k / groups;
           wt = groups == 1 ? w.transpose(0, 1)
                            : w.reshape({groups, kg, cg, r, s}).transpose(1, 2).reshape({groups * cg, kg, r, s});
         }
-        if (r > 1 || s > 1) wt = wt.flip({-2, -1});  // (a 1x1 filter is its own flip: no copy)
+        if ((r > 1 || s > 1) && (per_sample || !flipped_transposed_cpu_takes(w)))
+          wt = wt.flip({-2, -1});  // (a 1x1 filter is its own flip: no copy)
         const std::vector<int64_t> pad_t{dilation[0] * (r - 1) - padding[0], dilation[1] * (s - 1) - padding[1]};
         gx = per_sample ? per_sample_op(gz, wt, c10::nullopt, {1, 1}, pad_t, dilation, groups, "none")
                         : conv2d_op(gz, wt, c10::nullopt, {1, 1}, pad_t, dilation, groups, "none", c10::nullopt,
@@ -309,6 +369,8 @@ std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Ten
       gw = backward_weight_op(x, gz, w.sizes(), stride, padding, dilation, groups).contiguous(memory_format_of(w));
     else if (need_w && pointwise_as_gemm(x, gz, w, stride, padding, groups, per_sample))
       gw = pointwise_weight_grad(x, gz).contiguous(memory_format_of(w));
+    else if (need_w && cpu_wgrad_gemm_takes(gz, x, w, groups, per_sample))
+      gw = backward_weight_op(x, gz, w.sizes(), stride, padding, dilation, groups).contiguous(memory_format_of(w));
     else if (need_w && dense_wgrad_by_aten(x, groups, per_sample))
       gw = aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, false, true, tf32)
                .second.contiguous(memory_format_of(w));

@@ -7,6 +7,7 @@
 #include "core/cuda_hooks.hpp"
 #include "core/log.hpp"
 #include "core/validate.hpp"
+#include "cpu/wgrad_gemm.hpp"
 
 namespace convkit {
 namespace {
@@ -14,6 +15,12 @@ namespace {
 ConvConfig config_of(const TensorView& t) { return {t.dtype, t.layout, t.device, MathMode::strict}; }
 
 bool is_depthwise(const Conv2dProblem& p) { return p.groups == p.c && p.c_per_group() == 1; }
+
+// The CPU GEMM weight gradient's dimensions (K, C/groups*R*S, P*Q) and leading dimensions fit OpenBLAS's int.
+bool gemm_fits_int(const Conv2dProblem& p) {
+  const int64_t lim = 2147483647;
+  return p.k <= lim && p.c_per_group() * p.r * p.s <= lim && p.p() * p.q() <= lim;
+}
 
 // The CPU reference, f32 in float64 sums. dL/dx[n, c, h, w] = sum over the group's output channels k and the
 // taps (r, s) whose output pixel (p, q) lands on (h, w) of gz[n, k, p, q] * w[k, c - g*Cg, r, s].
@@ -163,6 +170,15 @@ void conv2d_backward_weight(const Conv2dProblem& pb, const TensorView& x, const 
                             const TensorView& gw, const BackwardOptions& opt) {
   throw_if_error(validate_backward_weight(pb, x, gz, gw));
   const ConvConfig cfg = config_of(x);
+  if (cfg.device == Device::cpu && opt.cpu_gemm && detail::cpu_wgrad_gemm_available() && gemm_fits_int(pb)) {
+    if (detail::dispatch_log_pending(pb, cfg, "backward-weight")) {
+      detail::DispatchReport r;
+      r.chosen = "cpu GEMM (im2col + OpenBLAS SGEMM, float32 sums)";
+      r.source = "conv2d_backward_weight with BackwardOptions::cpu_gemm";
+      detail::log_dispatch(pb, cfg, r, "backward-weight");
+    }
+    return detail::cpu_wgrad_gemm(pb, x, gz, gw);
+  }
   if (Support s = backward_support(pb, cfg, true); !s)
     throw Error(StatusCode::unsupported, "conv2d_backward_weight: " + s.reason);
   log_choice(pb, cfg, true);

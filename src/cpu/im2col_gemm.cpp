@@ -33,6 +33,7 @@
 #include "core/registry.hpp"
 #include "cpu/epilogue_span.hpp"
 #include "cpu/gemm_bf16.hpp"
+#include "cpu/im2col.hpp"
 #include "cpu/openblas_common.hpp"
 
 #include <omp.h>
@@ -86,73 +87,17 @@ bool needs_columns(const Conv2dProblem& p, DType dt) {
          !(p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0);
 }
 
+// float32 NHWC with a column matrix: the images a GEMM, as many as a column matrix of kFoldFloats holds. Their
+// pixels are consecutive rows of the column matrix and of dst, so a batch of small images is one GEMM, not
+// one thin GEMM an image that packs the weight again (ResNet-18's 512 3x3 at 2x2, batch 8: 8 GEMMs of 4 rows).
+constexpr int64_t kFoldFloats = int64_t(1) << 22;
+int64_t images_a_gemm(const Conv2dProblem& p, const ConvConfig& cfg) {
+  if (cfg.dtype != DType::f32 || cfg.layout != Layout::nhwc || !needs_columns(p, cfg.dtype)) return 1;
+  const int64_t floats = p.c_per_group() * p.r * p.s * p.p() * p.q();
+  return std::clamp<int64_t>(kFoldFloats / std::max<int64_t>(1, floats), 1, p.n);
+}
+
 #ifdef CONVKIT_HAVE_OPENBLAS
-
-// Element i of x as a float (a 16-bit one widened), and n consecutive elements of x into o.
-inline float element(const float* x, int64_t i, DType) { return x[i]; }
-inline float element(const uint16_t* x, int64_t i, DType dt) { return load_as_float(x, dt, i); }
-inline void copy_elements(const float* x, float* o, int64_t n, DType) { std::memcpy(o, x, sizeof(float) * n); }
-inline void copy_elements(const uint16_t* x, float* o, int64_t n, DType dt) {
-  if (dt == DType::bf16) {  // (the dtype decided once a run: the loops vectorise)
-    for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_float(x[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) o[i] = half_to_float(x[i]);
-  }
-}
-
-// Columns [pq0, pq1) of col[(c*R + r)*S + s][p*Q + q] = x[g*Cg + c][h][w] (0 in the padding), NCHW;
-// col's leading dimension is P*Q. T: float, or uint16_t for f16/bf16 (dt says which), widened.
-template <typename T>
-void im2col_nchw(const Conv2dProblem& pb, const T* x /* image n */, DType dt, int64_t g, float* col, int64_t pq0,
-                 int64_t pq1) {
-  const int64_t P = pb.p(), Q = pb.q(), Cg = pb.c_per_group(), HW = pb.h * pb.w;
-  const int64_t rows = Cg * pb.r * pb.s;
-  for (int64_t row = 0; row < rows; ++row) {
-    const int64_t c = row / (pb.r * pb.s), r = (row / pb.s) % pb.r, s = row % pb.s;
-    const T* xc = x + (g * Cg + c) * HW;
-    float* out = col + row * P * Q;
-    const int64_t w0 = s * pb.dilation_w - pb.pad_w;
-    for (int64_t pq = pq0; pq < pq1;) {
-      const int64_t p = pq / Q, q_end = std::min(Q, pq1 - p * Q);
-      const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
-      for (int64_t q = pq - p * Q; q < q_end; ++q, ++pq) {
-        const int64_t w = w0 + q * pb.stride_w;
-        out[pq] = (h >= 0 && h < pb.h && w >= 0 && w < pb.w) ? element(xc, h * pb.w + w, dt) : 0.0f;
-      }
-    }
-  }
-}
-
-// 16-bit elements copied as they are (the bfloat16 dot-product path's columns).
-inline void copy_elements(const uint16_t* x, uint16_t* o, int64_t n, DType) {
-  std::memcpy(o, x, sizeof(uint16_t) * size_t(n));
-}
-
-// Rows [pq0, pq1) of col[p*Q + q][(r*S + s)*Cg + c] = x[h][w][g*Cg + c] (0 in the padding), NHWC, rows of
-// ld >= R*S*Cg elements (past R*S*Cg zeros: the bfloat16 path pads the reduction to an even length). T -> O:
-// float -> float, uint16_t -> float (widened; dt says from what) or uint16_t -> uint16_t (as it is).
-template <typename T, typename O>
-void im2col_nhwc(const Conv2dProblem& pb, const T* x /* image n */, DType dt, int64_t g, O* col, int64_t ld,
-                 int64_t pq0, int64_t pq1) {
-  const int64_t Q = pb.q(), Cg = pb.c_per_group();
-  const int64_t width = pb.r * pb.s * Cg;
-  for (int64_t pq = pq0; pq < pq1; ++pq) {
-    const int64_t p = pq / Q, q = pq % Q;
-    O* out = col + pq * ld;
-    for (int64_t r = 0; r < pb.r; ++r) {
-      const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
-      for (int64_t s = 0; s < pb.s; ++s) {
-        const int64_t w = q * pb.stride_w - pb.pad_w + s * pb.dilation_w;
-        O* o = out + (r * pb.s + s) * Cg;
-        if (h < 0 || h >= pb.h || w < 0 || w >= pb.w)
-          std::fill(o, o + Cg, O(0));
-        else
-          copy_elements(x + (h * pb.w + w) * pb.c + g * Cg, o, Cg, dt);
-      }
-    }
-    std::fill(out + width, out + ld, O(0));
-  }
-}
 
 // The part of the epilogue the GEMM did not do (alpha it applied), over a rows x cols block: the float32 GEMM
 // block y (leading dimension ldy) plus bias and beta * residual (dt's elements, leading dimension ldd like d),
@@ -205,7 +150,7 @@ class CpuIm2colGemm final : public Algorithm {
     if (bf16_dot(cfg)) return dot_plan(p).bytes;
 #endif
     const size_t crs = static_cast<size_t>(p.c_per_group() * p.r * p.s), pq = static_cast<size_t>(p.p() * p.q());
-    size_t floats = crs * pq;                                         // the column matrix
+    size_t floats = crs * pq * size_t(images_a_gemm(p, cfg));        // the column matrix
     if (cfg.dtype != DType::f32) floats += static_cast<size_t>(p.k) * (crs + pq);  // the weight, an image's output
     return sizeof(float) * floats;
   }
@@ -249,7 +194,19 @@ class CpuIm2colGemm final : public Algorithm {
     single_threaded_blas();
     const bool nchw = call.config.layout == Layout::nchw;
     // 1x1 s1 p0 in NHWC: one GEMM per group over all images (M = N*H*W), reading the input in place.
-    const int64_t images = (nchw || cols) ? pb.n : 1, M = (nchw || cols) ? PQ : pb.n * PQ;
+    // The GEMMs' rows: an image's pixels (NCHW), `fold` images' (NHWC with a column matrix: images_a_gemm) or
+    // all of them (NHWC 1x1 stride 1: the input itself); chunk c covers images [c * fold, ..).
+    const int64_t fold = nchw ? 1 : cols ? images_a_gemm(pb, call.config) : pb.n;
+    const int64_t chunks = (pb.n + fold - 1) / fold, M = fold * PQ;  // (M: the first chunk's rows, the most)
+    auto rows_of = [&](int64_t c) { return std::min(fold, pb.n - c * fold) * PQ; };
+    // rows [r0, r1) of chunk c's NHWC column matrix (a range may span images)
+    auto nhwc_columns = [&](int64_t c, int64_t g, int64_t r0, int64_t r1) {
+      for (int64_t i = r0; i < r1;) {
+        const int64_t n = c * fold + i / PQ, pq0 = i % PQ, pq1 = std::min(PQ, pq0 + (r1 - i));
+        im2col_nhwc(pb, x + n * in_img, DType::f32, g, col + (i - pq0) * CRS, CRS, pq0, pq1);
+        i += pq1 - pq0;
+      }
+    };
     // Few output pixels a thread and many output channels (deep layers at batch 1): each thread takes a range
     // of output channels instead, so that its SGEMM packs only its rows of the weight (with pixel bands every
     // thread packed the whole weight for its few columns: ResNet-50's 2048 -> 512 1x1 at 5x5, NCHW, 25 pixels
@@ -261,40 +218,41 @@ class CpuIm2colGemm final : public Algorithm {
       const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
       if (by_channels) {
         const int64_t k0 = Kg / 16 * t / nt * 16, k1 = t + 1 == nt ? Kg : Kg / 16 * (t + 1) / nt * 16, kb = k1 - k0;
-        for (int64_t n = 0; n < images; ++n)
+        for (int64_t c = 0; c < chunks; ++c)
           for (int64_t g = 0; g < G; ++g) {
-            const float* xn = x + n * in_img;
+            const int64_t Mc = rows_of(c);
+            const float* xn = x + c * fold * in_img;  // (the chunk's first image)
             if (cols) {
 #pragma omp for schedule(static)
-              for (int64_t c0 = 0; c0 < M; c0 += 16) {
+              for (int64_t c0 = 0; c0 < Mc; c0 += 16) {
                 if (nchw)
-                  im2col_nchw(pb, xn, DType::f32, g, col, c0, std::min(M, c0 + 16));
+                  im2col_nchw(pb, xn, DType::f32, g, col, c0, std::min(Mc, c0 + 16));
                 else
-                  im2col_nhwc(pb, xn, DType::f32, g, col, CRS, c0, std::min(M, c0 + 16));
+                  nhwc_columns(c, g, c0, std::min(Mc, c0 + 16));
               }
             }
             const float* wg = wt + (g * Kg + k0) * CRS;
             if (kb > 0 && nchw) {  // dst[k0:k1, PQ] = W[k0:k1, CRS] x col[CRS, PQ]
-              float* yg = y + n * out_img + (g * Kg + k0) * PQ;
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(kb), int(M), int(CRS), e.alpha, wg, int(CRS),
-                          cols ? col : xn + g * Cg * PQ, int(PQ), gemm_beta, yg, int(PQ));
+              float* yg = y + c * out_img + (g * Kg + k0) * PQ;
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(kb), int(Mc), int(CRS), e.alpha, wg,
+                          int(CRS), cols ? col : xn + g * Cg * PQ, int(PQ), gemm_beta, yg, int(PQ));
               finish_block(e, DType::f32, yg, PQ, yg, res_pass ? res_pass + (yg - y) : nullptr,
-                           bias ? bias + g * Kg + k0 : nullptr, kb, M, PQ, true);
-            } else if (kb > 0) {  // dst[M, k0:k1] = col[M, CRS] x W[k0:k1, CRS]^T
-              float* yg = y + n * out_img + g * Kg + k0;
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(kb), int(CRS), e.alpha,
+                           bias ? bias + g * Kg + k0 : nullptr, kb, Mc, PQ, true);
+            } else if (kb > 0) {  // dst[Mc, k0:k1] = col[Mc, CRS] x W[k0:k1, CRS]^T
+              float* yg = y + c * fold * out_img + g * Kg + k0;
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(Mc), int(kb), int(CRS), e.alpha,
                           cols ? col : x + g * Cg, int(cols ? CRS : pb.c), wg, int(CRS), gemm_beta, yg, int(pb.k));
               finish_block(e, DType::f32, yg, pb.k, yg, res_pass ? res_pass + (yg - y) : nullptr,
-                           bias ? bias + g * Kg + k0 : nullptr, M, kb, pb.k, false);
+                           bias ? bias + g * Kg + k0 : nullptr, Mc, kb, pb.k, false);
             }
             if (cols) {
 #pragma omp barrier
             }
           }
       }
-      const int64_t m0 = M * t / nt, m1 = M * (t + 1) / nt, mb = by_channels ? 0 : m1 - m0;
-      for (int64_t n = 0; n < images && mb > 0; ++n)
-        for (int64_t g = 0; g < G; ++g) {
+      for (int64_t n = 0; n < chunks && !by_channels; ++n) {
+        const int64_t Mc = rows_of(n), m0 = Mc * t / nt, m1 = Mc * (t + 1) / nt, mb = m1 - m0;
+        for (int64_t g = 0; g < G && mb > 0; ++g) {
           if (nchw) {  // dst[Kg, band] = W[Kg, CRS] x col[CRS, band]
             const float* xn = x + n * in_img;
             const float* b = cols ? col : xn + g * Cg * PQ;  // 1x1 s1 p0: H*W == P*Q
@@ -307,14 +265,20 @@ class CpuIm2colGemm final : public Algorithm {
           } else {  // dst[band, Kg] = col[band, CRS] x W[Kg, CRS]^T
             const float* a = cols ? col : x + g * Cg;
             const int64_t lda = cols ? CRS : pb.c;
-            if (cols) im2col_nhwc(pb, x + n * in_img, DType::f32, g, col, CRS, m0, m1);
-            float* yg = y + n * out_img + m0 * pb.k + g * Kg;
+            if (cols) nhwc_columns(n, g, m0, m1);
+            float* yg = y + n * fold * out_img + m0 * pb.k + g * Kg;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(mb), int(Kg), int(CRS), e.alpha, a + m0 * lda,
                         int(lda), wt + g * Kg * CRS, int(CRS), gemm_beta, yg, int(pb.k));
             finish_block(e, DType::f32, yg, pb.k, yg, res_pass ? res_pass + (yg - y) : nullptr,
                          bias ? bias + g * Kg : nullptr, mb, Kg, pb.k, false);
           }
         }
+        // A shorter last chunk gives the threads other bands of the column matrix: all done with this one
+        // first. (Equal chunks keep each thread on its own rows, as one image a GEMM did.)
+        if (cols && n + 2 == chunks && rows_of(n + 1) != Mc) {
+#pragma omp barrier
+        }
+      }
     }
 #endif
   }
