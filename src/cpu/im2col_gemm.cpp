@@ -335,21 +335,41 @@ class CpuIm2colGemm final : public Algorithm {
 
   // bfloat16 NHWC on gemm_bf16: the weight packed once a call (threads share the blocks), then as run16 with
   // 16-bit columns (or the input itself) and the float32 output of the thread's band rounded by the epilogue.
+  // The bfloat16 paths' operands and workspace: an image's float32 output [PQ][K], the packed operand (the
+  // weight of every group, or an image's columns where turned), the column matrix [PQ][crse].
+  struct Dot16 {
+    const uint16_t *x, *w, *bias, *res;
+    uint16_t* y;
+    float* yf;
+    uint16_t *packed, *col;
+    int64_t PQ, G, Cg, Kg, in_img, out_img;
+  };
+  static Dot16 dot16(const ConvCall& call, const DotPlan& dp) {
+    const Conv2dProblem& pb = call.problem;
+    Dot16 d;
+    d.x = static_cast<const uint16_t*>(call.src.data);
+    d.w = static_cast<const uint16_t*>(call.wei.data);
+    d.bias = static_cast<const uint16_t*>(call.epilogue.bias);
+    d.res = static_cast<const uint16_t*>(call.epilogue.residual);
+    d.y = static_cast<uint16_t*>(call.dst.data);
+    d.PQ = pb.p() * pb.q(), d.G = pb.groups, d.Cg = pb.c_per_group(), d.Kg = pb.k_per_group();
+    d.in_img = pb.c * pb.h * pb.w, d.out_img = pb.k * d.PQ;
+    d.yf = static_cast<float*>(call.workspace);
+    d.packed = reinterpret_cast<uint16_t*>(d.yf + d.PQ * pb.k);
+    d.col = d.packed + (dp.turned ? 1 : d.G) * dp.packed;
+    return d;
+  }
+
   void run_bf16_dot(const ConvCall& call) const {
     const Conv2dProblem& pb = call.problem;
     const Epilogue& e = call.epilogue;
     const DotPlan dp = dot_plan(pb);
-    const auto* x = static_cast<const uint16_t*>(call.src.data);
-    const auto* w = static_cast<const uint16_t*>(call.wei.data);
-    auto* y = static_cast<uint16_t*>(call.dst.data);
-    const auto* bias = static_cast<const uint16_t*>(e.bias);
-    const auto* res = static_cast<const uint16_t*>(e.residual);
-    const int64_t PQ = pb.p() * pb.q(), G = pb.groups, Cg = pb.c_per_group(), Kg = pb.k_per_group();
-    const int64_t in_img = pb.c * pb.h * pb.w, out_img = pb.k * PQ;
-    float* yf = static_cast<float*>(call.workspace);  // one image's output [PQ][K]
-    auto* packed = reinterpret_cast<uint16_t*>(yf + PQ * pb.k);
-    uint16_t* col = packed + G * dp.packed;  // [PQ][crse]
     if (dp.turned) return run_bf16_turned(call, dp);
+    const Dot16 d = dot16(call, dp);
+    const uint16_t *x = d.x, *w = d.w, *bias = d.bias, *res = d.res;
+    uint16_t *y = d.y, *packed = d.packed, *col = d.col;
+    float* yf = d.yf;
+    const int64_t PQ = d.PQ, G = d.G, Cg = d.Cg, Kg = d.Kg, in_img = d.in_img, out_img = d.out_img;
     const int64_t blocks = (Kg + kGemmBf16Cols - 1) / kGemmBf16Cols;
 #pragma omp parallel
     {
@@ -380,16 +400,11 @@ class CpuIm2colGemm final : public Algorithm {
   void run_bf16_turned(const ConvCall& call, const DotPlan& dp) const {
     const Conv2dProblem& pb = call.problem;
     const Epilogue& e = call.epilogue;
-    const auto* x = static_cast<const uint16_t*>(call.src.data);
-    const auto* w = static_cast<const uint16_t*>(call.wei.data);
-    auto* y = static_cast<uint16_t*>(call.dst.data);
-    const auto* bias = static_cast<const uint16_t*>(e.bias);
-    const auto* res = static_cast<const uint16_t*>(e.residual);
-    const int64_t PQ = pb.p() * pb.q(), G = pb.groups, Cg = pb.c_per_group(), Kg = pb.k_per_group();
-    const int64_t in_img = pb.c * pb.h * pb.w, out_img = pb.k * PQ;
-    float* yf = static_cast<float*>(call.workspace);  // one image's output [PQ][K]
-    auto* packed = reinterpret_cast<uint16_t*>(yf + PQ * pb.k);
-    uint16_t* col = packed + dp.packed;  // [PQ][crse]
+    const Dot16 d = dot16(call, dp);
+    const uint16_t *x = d.x, *w = d.w, *bias = d.bias, *res = d.res;
+    uint16_t *y = d.y, *packed = d.packed, *col = d.col;
+    float* yf = d.yf;
+    const int64_t PQ = d.PQ, G = d.G, Cg = d.Cg, Kg = d.Kg, in_img = d.in_img, out_img = d.out_img;
     const int64_t blocks = (PQ + kGemmBf16Cols - 1) / kGemmBf16Cols;
 #pragma omp parallel
     {
