@@ -383,27 +383,29 @@ TEST(CudaBackward, DepthwisePast2To31Elements) {
 
 }  // namespace
 
-// ---- the CPU weight gradient as GEMMs (BackwardOptions::cpu_gemm) -------------------------------------
-// Bit-equal to the float64 reference on small integers in f32 (float32 sums of them are exact): dense,
-// grouped and depthwise problems, 1x1 to 7x7, strides 1 to 3, dilation, padding past R/2, odd sizes, batch 1
+// ---- the CPU's fast weight gradients (BackwardOptions::cpu_fast) ---------------------------------------
+// GEMMs and, for depthwise problems (multipliers 1 and 2), the direct loop. Bit-equal to the float64
+// reference on small integers in f32 (float32 sums of them are exact): dense, grouped and depthwise problems, 1x1 to 7x7, strides 1 to 3, dilation, padding past R/2, odd sizes, batch 1
 // to 3, both layouts; f16/bf16 (widened, one rounding) the reference's values rounded once; the same bits on
 // every call.
 namespace {
 
 const char* kCpuGemmSpecs[] = {"n2c5h9w11k7r3s3p1",        "n1c16h12w10k24r1s1",      "n3c8h7w7k8r3s3p1u2",
                                "n1c12h13w9k6r5s5p4d2",     "n2c16h8w8k32r3s3p1g4",    "n1c8h6w6k8r3s3p1g8",
-                               "n1c3h17w15k16r7s7p3u2",    "n2c6h5w9k4r3s1ph1pw0u3",  "n1c32h4w4k64r1s1u2"};
+                               "n1c3h17w15k16r7s7p3u2",    "n2c6h5w9k4r3s1ph1pw0u3",  "n1c32h4w4k64r1s1u2",
+                               "n2c16h9w7k32r3s3p1u2g16",  "n1c24h11w11k24r5s5p4d2g24", "n3c5h6w6k5r3s3p1g5",
+                               "n1c17h1w13k17r1s3ph0pw1g17"};
 
 ckt::HostTensor gemm_wgrad(const Conv2dProblem& p, const ckt::HostTensor& x, const ckt::HostTensor& gz) {
   ckt::HostTensor gw(x.dtype, x.layout, weight_dims(p));
   gw.fill_logical(std::vector<double>(size_t(gw.numel()), std::nan("")));  // poisoned
   BackwardOptions o;
-  o.cpu_gemm = true;
+  o.cpu_fast = true;
   conv2d_backward_weight(p, x.view_const(), gz.view_const(), gw.view(), o);
   return gw;
 }
 
-TEST(CpuWeightGradientGemm, BitEqualToTheReferenceOnSmallIntegers) {
+TEST(CpuWeightGradientFast, BitEqualToTheReferenceOnSmallIntegers) {
   std::mt19937 rng(21);
   for (const char* spec : kCpuGemmSpecs)
     for (Layout l : {Layout::nchw, Layout::nhwc}) {

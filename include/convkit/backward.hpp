@@ -30,11 +30,12 @@ struct BackwardOptions {
   void* stream = nullptr;     // cudaStream_t for CUDA tensors
   void* workspace = nullptr;  // conv2d_backward_weight's scratch; if null, it allocates (and frees) one
   size_t workspace_bytes = 0;
-  // conv2d_backward_weight on the CPU: false (default), the float64 reference above; true, GEMMs (im2col and
-  // OpenBLAS's SGEMM, float32 sums in a fixed order, f32/f16/bf16 with one rounding; the PyTorch extension's
-  // CPU weight gradient), where the build has OpenBLAS and the GEMM's dimensions fit an int (else the
+  // conv2d_backward_weight on the CPU: false (default), the float64 reference above; true, the fast kernels
+  // (the PyTorch extension's CPU weight gradient; float32 sums in a fixed order, f32/f16/bf16 with one
+  // rounding): a direct loop vectorised over the channels for depthwise layers (groups = C), GEMMs (im2col and
+  // OpenBLAS's SGEMM) for the rest where the build has OpenBLAS and their dimensions fit an int (else the
   // reference).
-  bool cpu_gemm = false;
+  bool cpu_fast = false;
 };
 
 // Checks shapes, dtypes, layouts, devices, nulls and aliasing; one sentence per failure.

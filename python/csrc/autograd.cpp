@@ -292,16 +292,19 @@ bool dense_wgrad_kernel_takes(const at::Tensor& gz, const at::Tensor& x, const a
   return !at::GradMode::is_enabled() || (!gz.requires_grad() && !x.requires_grad() && !w.requires_grad());
 }
 
-// A CPU layer's weight gradient by convkit::conv2d_backward_weight's GEMMs (im2col and OpenBLAS's SGEMM per
-// image and group, src/cpu/wgrad_gemm.cpp), as the op runs it on the CPU: the correlation form below copies x
-// and gz transposed first (a ResNet-18 training step, f32 channels_last, batch 8 at 64x64, on 2 Zen 4
-// threads: a third of its time in those copies). Dense layers only: a GEMM a group is a sliver for depthwise
-// and grouped layers (MobileNetV2's step took 2.8x as long with them). As for the CUDA kernels, only when no
-// graph of the gradient is recorded.
-bool cpu_wgrad_gemm_takes(const at::Tensor& gz, const at::Tensor& x, const at::Tensor& w, int64_t groups,
-                          bool per_sample) {
+// A CPU layer's weight gradient by convkit::conv2d_backward_weight's fast kernels, as the op runs it on the
+// CPU: GEMMs for dense layers (im2col and OpenBLAS's SGEMM per image, src/cpu/wgrad_gemm.cpp), a direct loop
+// for depthwise ones (src/cpu/wgrad_depthwise.cpp). The correlation form below copies x and gz transposed
+// first (a ResNet-18 training step, f32 channels_last, batch 8 at 64x64, on 2 Zen 4 threads: a third of its
+// time in those copies). Other grouped layers keep it: a GEMM a group is a sliver (MobileNetV2's step took
+// 2.8x as long with its depthwise layers on them). As for the CUDA kernels, only when no graph of the gradient
+// is recorded.
+bool cpu_wgrad_kernel_takes(const at::Tensor& gz, const at::Tensor& x, const at::Tensor& w, int64_t groups,
+                            bool per_sample) {
   const at::ScalarType t = x.scalar_type();
-  if (per_sample || groups != 1 || !x.is_cpu() || (t != at::kFloat && t != at::kHalf && t != at::kBFloat16))
+  const bool depthwise = groups == x.size(1) && w.size(1) == 1;
+  if (per_sample || (groups != 1 && !depthwise) || !x.is_cpu() ||
+      (t != at::kFloat && t != at::kHalf && t != at::kBFloat16))
     return false;
   return !at::GradMode::is_enabled() || (!gz.requires_grad() && !x.requires_grad() && !w.requires_grad());
 }
@@ -369,7 +372,7 @@ std::pair<at::Tensor, at::Tensor> conv_grads(const at::Tensor& gz, const at::Ten
       gw = backward_weight_op(x, gz, w.sizes(), stride, padding, dilation, groups).contiguous(memory_format_of(w));
     else if (need_w && pointwise_as_gemm(x, gz, w, stride, padding, groups, per_sample))
       gw = pointwise_weight_grad(x, gz).contiguous(memory_format_of(w));
-    else if (need_w && cpu_wgrad_gemm_takes(gz, x, w, groups, per_sample))
+    else if (need_w && cpu_wgrad_kernel_takes(gz, x, w, groups, per_sample))
       gw = backward_weight_op(x, gz, w.sizes(), stride, padding, dilation, groups).contiguous(memory_format_of(w));
     else if (need_w && dense_wgrad_by_aten(x, groups, per_sample))
       gw = aten_grads(gz, x, w, stride, padding, dilation, groups, per_sample, false, true, tf32)

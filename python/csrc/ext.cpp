@@ -419,7 +419,7 @@ at::Tensor conv2d_backward_weight(const at::Tensor& x_in, const at::Tensor& gz_i
     o.stream = stream;
     o.workspace = ws.defined() ? ws.data_ptr() : nullptr;
     o.workspace_bytes = ws_bytes;
-    o.cpu_gemm = true;  // on the CPU, GEMMs (float32 sums), not the float64 reference: what training wants
+    o.cpu_fast = true;  // on the CPU, GEMMs (float32 sums), not the float64 reference: what training wants
     convkit::conv2d_backward_weight(p, xv, to_view(op, "grad_out", gz, layout), to_view(op, "grad_wei", gw, layout),
                                     o);
   } catch (const convkit::Error& e) {

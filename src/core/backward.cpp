@@ -170,13 +170,16 @@ void conv2d_backward_weight(const Conv2dProblem& pb, const TensorView& x, const 
                             const TensorView& gw, const BackwardOptions& opt) {
   throw_if_error(validate_backward_weight(pb, x, gz, gw));
   const ConvConfig cfg = config_of(x);
-  if (cfg.device == Device::cpu && opt.cpu_gemm && detail::cpu_wgrad_gemm_available() && gemm_fits_int(pb)) {
+  const bool fast_depthwise = cfg.device == Device::cpu && opt.cpu_fast && is_depthwise(pb);
+  if (fast_depthwise ||
+      (cfg.device == Device::cpu && opt.cpu_fast && detail::cpu_wgrad_gemm_available() && gemm_fits_int(pb))) {
     if (detail::dispatch_log_pending(pb, cfg, "backward-weight")) {
       detail::DispatchReport r;
-      r.chosen = "cpu GEMM (im2col + OpenBLAS SGEMM, float32 sums)";
-      r.source = "conv2d_backward_weight with BackwardOptions::cpu_gemm";
+      r.chosen = fast_depthwise ? "cpu depthwise loop (float32 sums)" : "cpu GEMM (im2col + OpenBLAS SGEMM, float32 sums)";
+      r.source = "conv2d_backward_weight with BackwardOptions::cpu_fast";
       detail::log_dispatch(pb, cfg, r, "backward-weight");
     }
+    if (fast_depthwise) return detail::cpu_wgrad_depthwise(pb, x, gz, gw);
     return detail::cpu_wgrad_gemm(pb, x, gz, gw);
   }
   if (Support s = backward_support(pb, cfg, true); !s)

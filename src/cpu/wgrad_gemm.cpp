@@ -1,4 +1,4 @@
-// The weight gradient on the CPU as GEMMs (conv2d_backward_weight with BackwardOptions::cpu_gemm): per image
+// The weight gradient on the CPU as GEMMs (conv2d_backward_weight with BackwardOptions::cpu_fast): per image
 // and group, dL/dw[Kg, CRS] += grad_out^T [Kg, P*Q] x col [P*Q, CRS], col the image's column matrix (im2col,
 // as cpu_im2col_gemm builds it), by OpenBLAS's SGEMM in float32.
 //
