@@ -9,7 +9,8 @@
 // share dtype, layout and device (weights KCRS for nchw, KRSC for nhwc).
 //
 // Supported:
-//   CPU:  f32, every problem conv2d() accepts (a direct reference with float64 sums, exact: the test oracle).
+//   CPU:  f32, every problem conv2d() accepts (a direct reference with float64 sums, exact: the test oracle);
+//         with BackwardOptions::cpu_fast, the weight gradient also in f16/bf16, by fast kernels (below).
 //   CUDA: depthwise problems (groups = C, any channel multiplier K/C), f32, f16 and bf16 (fp32
 //         accumulation, one rounding), NHWC and NCHW, every filter size, stride, dilation and padding;
 //         and the weight gradient of dense problems (groups = 1) in f16 and bf16 NHWC with C and K
