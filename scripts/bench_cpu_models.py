@@ -2,6 +2,7 @@
 
     python scripts/bench_cpu_models.py [--models resnet50,mobilenet_v2] [--dtypes bf16,f32] [--hw 160]
                                        [--batch 1] [--rounds 7] [--compile] [--json out.json]
+    python scripts/bench_cpu_models.py --train [--models resnet18,mobilenet_v2] [--batch 8] [--hw 64]
 
 Models (random init, random BatchNorm statistics, eval): resnet50, mobilenet_v2, efficientnet_b0,
 convnext_tiny, resnext50_32x4d by default; any torchvision model by name. bf16 runs channels_last (model and
@@ -10,6 +11,9 @@ and with --compile torch.compile(m) (Inductor's C++ backend; minutes a model on 
 rounds alternate the variants (a round: 3 calls of each, the median call kept), so that a machine whose speed
 drifts (a shared or throttled CPU) moves both alike; the row gives the median round. Each output's rel L2 is
 against a float64 run of the same model on the same input. Markdown on stdout.
+--train: a training step instead (forward, cross-entropy on 10 classes, backward, SGD; train mode, random
+init) of the model on torch against convkit.nn.convert(model) (fuse is for inference), channels_last in both
+dtypes, the same rounds.
 """
 import argparse
 import copy
@@ -51,6 +55,41 @@ def call_ms(fn, x, calls=3):
     return statistics.median(ts)
 
 
+def train_rows(a):
+    import torchvision
+
+    print(f"### CPU training step, batch {a.batch}, {a.hw}x{a.hw}, {torch.get_num_threads()} threads, "
+          f"torch {torch.__version__}, convkit {convkit.__version__}\n")
+    print("| model | dtype | torch ms | convkit.nn.convert ms | torch / convkit |")
+    print("|---|---|---|---|---|")
+    for name in a.models.split(","):
+        for dts in a.dtypes.split(","):
+            dtype = {"bf16": torch.bfloat16, "f32": torch.float32, "f32cl": torch.float32}[dts]
+            torch.manual_seed(0)
+            base = getattr(torchvision.models, name)(num_classes=10).to(dtype).to(memory_format=torch.channels_last)
+            x = torch.randn(a.batch, 3, a.hw, a.hw, dtype=dtype).contiguous(memory_format=torch.channels_last)
+            y = torch.randint(0, 10, (a.batch,))
+            models = {"torch": copy.deepcopy(base),
+                      "convkit": convkit.nn.convert(copy.deepcopy(base), memory_format=torch.channels_last)}
+            opts = {k: torch.optim.SGD(m.parameters(), lr=0.01) for k, m in models.items()}
+
+            def step(k, _x):
+                opts[k].zero_grad(set_to_none=True)
+                torch.nn.functional.cross_entropy(models[k](_x).float(), y).backward()
+                opts[k].step()
+
+            for k in models:
+                step(k, x)
+                step(k, x)
+            times = {k: [] for k in models}
+            for _ in range(a.rounds):
+                for k in models:
+                    times[k].append(call_ms(lambda _x: step(k, _x), x, calls=1))
+            ms = {k: statistics.median(v) for k, v in times.items()}
+            print(f"| {name} | {dts} | {ms['torch']:.1f} | {ms['convkit']:.1f} | {ms['torch'] / ms['convkit']:.2f}x |",
+                  flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS))
@@ -59,8 +98,17 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--train", action="store_true", help="a training step (convkit.nn.convert) instead")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if a.train:
+        if a.models == ",".join(MODELS):
+            a.models = "resnet18,mobilenet_v2"
+        if a.hw == 160:
+            a.hw = 64
+        if a.batch == 1:
+            a.batch = 8
+        return train_rows(a)
     import torchvision
 
     print(f"### CPU, batch {a.batch}, {a.hw}x{a.hw}, {torch.get_num_threads()} threads, torch {torch.__version__}, "

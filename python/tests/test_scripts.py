@@ -10,7 +10,7 @@ SCRIPTS = pathlib.Path(__file__).resolve().parents[2] / "scripts"
 
 
 @pytest.mark.parametrize("name", ["bench_host.py", "bench_models.py", "bench_backward.py", "bench_pointwise.py",
-                                  "model_kernels.py"])
+                                  "model_kernels.py", "bench_cpu_models.py"])
 def test_the_script_starts(name):
     r = subprocess.run([sys.executable, str(SCRIPTS / name), "--help"], capture_output=True, text=True, timeout=120,
                        cwd=SCRIPTS)
@@ -28,6 +28,20 @@ def test_bench_host_times_the_cpu_path():
     assert len(rows) == 2, r.stdout
     assert "geomean module / torch" in r.stdout
     assert "convkit::conv2d" in r.stdout  # the profiler saw the op
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_bench_cpu_models_runs(train):
+    """scripts/bench_cpu_models.py on a small model: a row with both times (and, for inference, both errors)."""
+    pytest.importorskip("torchvision")
+    args = ["--models", "resnet18", "--dtypes", "f32", "--hw", "32", "--rounds", "1"] + (["--train", "--batch", "2"]
+                                                                                          if train else [])
+    r = subprocess.run([sys.executable, str(SCRIPTS / "bench_cpu_models.py"), *args], capture_output=True, text=True,
+                       timeout=300, cwd=SCRIPTS)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| resnet18 | f32 |")]
+    assert len(rows) == 1, r.stdout
+    assert rows[0].count("|") == (6 if train else 8), rows[0]
 
 
 def test_model_kernels_diff_lines_up_two_runs(tmp_path):
