@@ -10,8 +10,8 @@
 //     output channels for that c. No multiply on a zero, unlike a block-diagonal filter.
 //   Cg a multiple of 16 (a vector within one group): input channel c of the group broadcast, times the 16
 //     output channels' filter values.
-// Work mapping: OpenMP over (image, output row); per row, each 16-channel slice in blocks of 8 output pixels,
-// 8 accumulators over every tap and channel; a pixel whose input column (or a row whose input row) falls
+// Work mapping: OpenMP over (image, output row); per row, each 16-channel slice in blocks of 8 output pixels
+// (the row's rest in blocks of 4, 2 and 1), one accumulator a pixel over every tap and channel; a pixel whose input column (or a row whose input row) falls
 // in the padding reads a row of zeros. The row's sums ([Q][K] floats a thread) then go through the epilogue
 // (epilogue_span.hpp) into the output: a pixel's K channels in NHWC, a channel's Q pixels in NCHW.
 // Workspace: the filters packed [K/16 slices][R*S taps][Cg][16 lanes] as floats; for NCHW or 16-bit inputs
@@ -19,7 +19,7 @@
 // cpu_ref on small integers; f16/bf16 within the 16-bit bound (the output rounded once).
 // Needs K = C (Cg = Kg), groups > 1, Cg of 2, 4, 8 (C % 16 == 0) or a multiple of 16.
 // measured (2-vCPU Zen 4, batch 1, float32 NHWC, ms, oneDNN in brackets; docs/perf.md 2026-12-05): ResNeXt-50's
-// 128@40 (4 channels a group) 0.123 (0.174), 256@40 stride 2 (8) 0.145 (0.151), 256@20 (8) 0.137 (0.080).
+// 128@40 (4 channels a group) 0.113 (0.174), 256@40 stride 2 (8) 0.125 (0.148), 256@20 (8) 0.120 (0.080).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -57,17 +57,17 @@ inline void spread(const v16& x, v16& y, std::index_sequence<L...>) {
 }
 
 // One tap, Cg < 16: acc[j] += sum over c of spread_c(x[j]) * w[c] (w: [Cg][16] of the tap).
-template <int Cg, int c = 0>
-inline void tap_small(v16 (&acc)[kQB], const v16 (&x)[kQB], const float* w) {
+template <int Cg, int NB, int c = 0>
+inline void tap_small(v16 (&acc)[NB], const v16 (&x)[NB], const float* w) {
   if constexpr (c < Cg) {
     v16 wv;
     load16(wv, w + c * kL);
-    for (int j = 0; j < kQB; ++j) {
+    for (int j = 0; j < NB; ++j) {
       v16 t;
       spread<Cg, c>(x[j], t, std::make_index_sequence<kL>{});
       acc[j] += t * wv;
     }
-    tap_small<Cg, c + 1>(acc, x, w);
+    tap_small<Cg, NB, c + 1>(acc, x, w);
   }
 }
 
@@ -78,44 +78,55 @@ struct Geometry {
         su(pb.stride_h), sv(pb.stride_w), pu(pb.pad_h), pv(pb.pad_w), du(pb.dilation_h), dv(pb.dilation_w) {}
 };
 
-// The sums of output row (n, p) into row[q * K + k], every slice. x: NHWC floats; wp: the packed filters;
-// zeros: at least max(16, Cg) zeros. CG: Cg for the shuffle path, 0 for the broadcast path (Cg % 16 == 0).
+// The sums of output pixels q0 .. q0 + NB - 1 of row (n, p) and slice sl into row[q * K + k]. x: NHWC floats;
+// wp: the packed filters; zeros: at least max(16, Cg) zeros. CG: Cg for the shuffle path, 0 for the broadcast
+// path (Cg % 16 == 0).
+template <int CG, int NB>
+void block_sums(const Geometry& g, const float* x, const float* wp, const float* zeros, int64_t n, int64_t p,
+                int64_t sl, int64_t q0, float* row) {
+  const int64_t taps = g.r * g.s, k0 = sl * kL;
+  const int64_t ci0 = CG > 0 ? k0 : k0 / g.cg * g.cg;  // the first input channel the slice reads
+  v16 acc[NB];
+  for (auto& a : acc) a = v16{};
+  for (int64_t r = 0; r < g.r; ++r) {
+    const int64_t h = p * g.su - g.pu + r * g.du;
+    if (h < 0 || h >= g.h) continue;
+    const float* xr = x + (n * g.h + h) * g.w * g.c + ci0;
+    for (int64_t s = 0; s < g.s; ++s) {
+      const float* px[NB];  // each pixel's input channels for this tap (zeros in the padding)
+      for (int j = 0; j < NB; ++j) {
+        const int64_t w = (q0 + j) * g.sv - g.pv + s * g.dv;
+        px[j] = w >= 0 && w < g.w ? xr + w * g.c : zeros;
+      }
+      const float* wt = wp + (sl * taps + r * g.s + s) * g.cg * kL;
+      if constexpr (CG > 0) {
+        v16 xv[NB];
+        for (int j = 0; j < NB; ++j) load16(xv[j], px[j]);
+        tap_small<CG, NB>(acc, xv, wt);
+      } else {
+        for (int64_t c = 0; c < g.cg; ++c) {
+          v16 wv;
+          load16(wv, wt + c * kL);
+          for (int j = 0; j < NB; ++j) acc[j] += px[j][c] * wv;
+        }
+      }
+    }
+  }
+  for (int j = 0; j < NB; ++j) store16(row + (q0 + j) * g.k + k0, acc[j]);
+}
+
+// The sums of output row (n, p) into row[q * K + k], every slice: blocks of 8 pixels, the rest in blocks of
+// 4, 2 and 1 (a last block of 8 on a row of 10 pixels, ResNeXt-50's 512-channel layers at 160x160,
+// computed 6 pixels of zeros: 16 for 10).
 template <int CG>
 void row_sums(const Geometry& g, const float* x, const float* wp, const float* zeros, int64_t n, int64_t p,
               float* row) {
-  const int64_t slices = g.k / kL, taps = g.r * g.s;
-  for (int64_t sl = 0; sl < slices; ++sl) {
-    const int64_t k0 = sl * kL;
-    const int64_t ci0 = CG > 0 ? k0 : k0 / g.cg * g.cg;  // the first input channel the slice reads
-    for (int64_t q0 = 0; q0 < g.q; q0 += kQB) {
-      v16 acc[kQB];
-      for (auto& a : acc) a = v16{};
-      for (int64_t r = 0; r < g.r; ++r) {
-        const int64_t h = p * g.su - g.pu + r * g.du;
-        if (h < 0 || h >= g.h) continue;
-        const float* xr = x + (n * g.h + h) * g.w * g.c + ci0;
-        for (int64_t s = 0; s < g.s; ++s) {
-          const float* px[kQB];  // each pixel's input channels for this tap (zeros in the padding)
-          for (int j = 0; j < kQB; ++j) {
-            const int64_t w = (q0 + j) * g.sv - g.pv + s * g.dv;
-            px[j] = q0 + j < g.q && w >= 0 && w < g.w ? xr + w * g.c : zeros;
-          }
-          const float* wt = wp + (sl * taps + r * g.s + s) * g.cg * kL;
-          if constexpr (CG > 0) {
-            v16 xv[kQB];
-            for (int j = 0; j < kQB; ++j) load16(xv[j], px[j]);
-            tap_small<CG>(acc, xv, wt);
-          } else {
-            for (int64_t c = 0; c < g.cg; ++c) {
-              v16 wv;
-              load16(wv, wt + c * kL);
-              for (int j = 0; j < kQB; ++j) acc[j] += px[j][c] * wv;
-            }
-          }
-        }
-      }
-      for (int j = 0; j < kQB && q0 + j < g.q; ++j) store16(row + (q0 + j) * g.k + k0, acc[j]);
-    }
+  for (int64_t sl = 0; sl < g.k / kL; ++sl) {
+    int64_t q0 = 0;
+    for (; q0 + kQB <= g.q; q0 += kQB) block_sums<CG, kQB>(g, x, wp, zeros, n, p, sl, q0, row);
+    if (q0 + 4 <= g.q) block_sums<CG, 4>(g, x, wp, zeros, n, p, sl, q0, row), q0 += 4;
+    if (q0 + 2 <= g.q) block_sums<CG, 2>(g, x, wp, zeros, n, p, sl, q0, row), q0 += 2;
+    if (q0 < g.q) block_sums<CG, 1>(g, x, wp, zeros, n, p, sl, q0, row);
   }
 }
 
