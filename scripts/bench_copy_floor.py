@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """What memory traffic costs at the depthwise layers' sizes on a GPU: y.copy_(x), a per-channel multiply
-(torch.mul by a [1, C, 1, 1] tensor) and torch's depthwise convolution (cudnn.benchmark), on bf16 channels_last
-tensors of batch 32; CUDA events, the L2 flushed before each run, median of --runs. Prints the markdown table
-of docs/perf.md (2026-12-05): the copy rate at a layer's own size is the floor a depthwise kernel is held to."""
+(torch.mul by a [1, C, 1, 1] tensor) and torch's depthwise convolution (cudnn.benchmark), on bf16
+channels_last tensors of batch 32; median ms (triton.testing.do_bench: CUDA events, warm-up, the L2 flushed
+before each run). Prints the markdown table of docs/perf.md (2026-12-05): the copy rate at a layer's own
+size is the floor a depthwise kernel is held to."""
 import argparse
-import statistics
 
 LAYERS = [(144, 56, 1, 3), (32, 112, 1, 3), (96, 112, 2, 3), (960, 7, 1, 3), (96, 56, 1, 7), (240, 28, 1, 5),
           (384, 14, 1, 3)]  # (C, H = W, stride, filter size)
@@ -12,26 +12,15 @@ LAYERS = [(144, 56, 1, 3), (32, 112, 1, 3), (96, 112, 2, 3), (960, 7, 1, 3), (96
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--runs", type=int, default=60)
+    ap.add_argument("--rep-ms", type=int, default=100, help="milliseconds of timed runs a measurement")
     ap.add_argument("--batch", type=int, default=32)
     args = ap.parse_args()
     import torch
     torch.backends.cudnn.benchmark = True
-    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    import triton.testing
 
-    def timed(fn):
-        for _ in range(5):
-            fn()
-        ts = []
-        for _ in range(args.runs):
-            flush.zero_()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            ts.append(s.elapsed_time(e))
-        return statistics.median(ts)
+    def timed(fn):  # CUDA events, warm-up, the L2 flushed before each run, as the other scripts time
+        return triton.testing.do_bench(fn, warmup=25, rep=args.rep_ms, return_mode="median")
 
     print("| layer | x + y MB | copy ms | copy TB/s | x*w[c] ms | torch conv ms | conv TB/s (x + y) |")
     print("|---|---|---|---|---|---|---|")
