@@ -11,8 +11,8 @@
 //   Cg a multiple of 16 (a vector within one group): input channel c of the group broadcast, times the 16
 //     output channels' filter values.
 // Work mapping: OpenMP over (image, output row); per row, each 16-channel slice in blocks of 8 output pixels
-// (the row's rest in blocks of 4, 2 and 1), one accumulator a pixel over every tap and channel; a pixel whose input column (or a row whose input row) falls
-// in the padding reads a row of zeros. The row's sums ([Q][K] floats a thread) then go through the epilogue
+// (the row's rest in blocks of 4, 2 and 1), one accumulator a pixel over every tap and channel; a pixel whose
+// input column (or a row whose input row) falls in the padding reads a row of zeros. The row's sums ([Q][K] floats a thread) then go through the epilogue
 // (epilogue_span.hpp) into the output: a pixel's K channels in NHWC, a channel's Q pixels in NCHW.
 // Workspace: the filters packed [K/16 slices][R*S taps][Cg][16 lanes] as floats; for NCHW or 16-bit inputs
 // also the input as NHWC floats (one pass a call). f32 sums over taps in (r, s, c) order: bit-equal to

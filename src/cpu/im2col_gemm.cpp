@@ -307,7 +307,8 @@ class CpuIm2colGemm final : public Algorithm {
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < pb.k * CRS; ++i) wt[i] = load_as_float(wt16, dt, i);
+      for (int64_t i = 0; i < pb.k * CRS; i += 4096)
+        copy_elements(wt16 + i, wt + i, std::min<int64_t>(4096, pb.k * CRS - i), dt);
       const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
       const int64_t m0 = PQ * t / nt, m1 = PQ * (t + 1) / nt, mb = m1 - m0;
       for (int64_t n = 0; n < pb.n && mb > 0; ++n)

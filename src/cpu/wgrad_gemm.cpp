@@ -37,9 +37,6 @@ bool cpu_wgrad_gemm_available() {
 #ifdef CONVKIT_HAVE_OPENBLAS
 namespace {
 
-// Element i of x as a float.
-inline float at_f(const void* x, DType dt, int64_t i) { return load_as_float(x, dt, i); }
-
 // Rows [pq0, pq1) of col[pq][(r*S + s)*Cg + c] (NHWC) or columns [pq0, pq1) of col[(c*R + r)*S + s][pq]
 // (NCHW) of image n, group g, as floats: im2col.hpp's column matrix, the elements widened where 16-bit.
 void columns(const Conv2dProblem& pb, const TensorView& x, int64_t n, int64_t g, float* col, int64_t pq0,
@@ -80,8 +77,11 @@ void cpu_wgrad_gemm(const Conv2dProblem& pb, const TensorView& x, const TensorVi
     for (int64_t n0 = 0; n0 < pb.n; n0 += fold) {
       const int64_t nb = std::min(fold, pb.n - n0), rows = nb * PQ;  // images [n0, n0 + nb), their pixels
       if (!f32) {
+        const uint16_t* g16 = static_cast<const uint16_t*>(gz.data) + n0 * PQ * pb.k;  // (16-bit: not f32)
+        const int64_t total = rows * pb.k;
 #pragma omp for schedule(static)
-        for (int64_t i = 0; i < rows * pb.k; ++i) gzf[size_t(i)] = at_f(gz.data, gz.dtype, n0 * PQ * pb.k + i);
+        for (int64_t i = 0; i < total; i += 4096)
+          copy_elements(g16 + i, gzf.data() + i, std::min<int64_t>(4096, total - i), gz.dtype);
       }
       // grad_out of the images: [rows][K] (NHWC) or [K][PQ] (NCHW, one image)
       const float* gn = f32 ? static_cast<const float*>(gz.data) + n0 * PQ * pb.k : gzf.data();
