@@ -233,7 +233,7 @@ if want sanitize; then
     mfilter=${MEMCHECK_FILTER:-$(pick_tests 1 'EdgeSet' cuda_ref cuda_direct_naive cuda_direct_smem \
                                    cuda_direct_regblock cuda_im2col_cublas cuda_igemm_simt cudnn):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_bf16:TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_mma_tf32:TensorCore/Tc.QuickSanitizerSubset/cuda_conv_wgmma_halo_bf16:TensorCore/Tc.QuickSanitizerSubset/cuda_pointwise_mma_bf16:CudaPointwiseMma.BitEqual*:CudaDepthwise.*:CudaGrouped*:CudaBackward.DepthwiseBitEqual*:CudaBackward.DepthwiseSixteen*:CudaBackward.DepthwiseWeightGradient*}
     rfilter=${RACECHECK_FILTER:-$(pick_tests 2 'HandChecked(K2BiasRelu|Stride2)' cuda_direct_smem \
-                                   cuda_direct_regblock cuda_igemm_simt):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_f16:TensorCore/Tc.QuickSanitizerSubset/cuda_conv_wgmma_halo_f16:TensorCore/Tc.QuickSanitizerSubset/cuda_pointwise_mma_f16:CudaDepthwise.BitEqualToReferenceOnSmallIntegersF32:CudaGrouped*.BitEqual*:CudaBackward.DepthwiseWeightGradient*}
+                                   cuda_direct_regblock cuda_igemm_simt):TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_*_f16:TensorCore/Tc.QuickSanitizerSubset/cuda_conv_wgmma_halo_f16:TensorCore/Tc.QuickSanitizerSubset/cuda_pointwise_mma_f16:CudaDepthwise.BitEqualToReferenceOnSmallIntegersF32:CudaDepthwise.TmaKernelEveryVariant:CudaGrouped*.BitEqual*:CudaBackward.DepthwiseWeightGradient*}
     # (and cuda_igemm_wgmma's quick subset once more with one persistent block walking every tile)
     for tool in memcheck racecheck memcheck-persistent racecheck-persistent; do
       pf='TensorCore/Tc.QuickSanitizerSubset/cuda_igemm_wgmma_bf16'

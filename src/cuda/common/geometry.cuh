@@ -41,6 +41,40 @@ inline ConvDims make_dims(const Conv2dProblem& pb) {
   return d;
 }
 
+// Division of a non-negative 32-bit int n < 2^31 by a divisor fixed for a launch, d in [1, 2^31), as a
+// multiply-high, an add and a shift (Granlund and Montgomery's round-up method): a kernel's integer
+// division is a ~20-instruction sequence, and a persistent kernel's tile decode ran three a tile. Built on
+// the host (the magic number needs a 64-bit division), passed to the kernel by value; tests/test_fast_div.cpp
+// checks it against / and % on both sides of every power of two.
+#if defined(__CUDACC__)
+#define CONVKIT_GEOM_HD __host__ __device__ __forceinline__
+#else
+#define CONVKIT_GEOM_HD inline
+#endif
+struct FastDiv {
+  uint32_t d = 1, mul = 1, shift = 0;
+  FastDiv() = default;
+  explicit FastDiv(uint32_t divisor) : d(divisor) {
+    while (shift < 31 && (uint32_t(1) << shift) < d) ++shift;  // 2^shift >= d
+    mul = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << shift) - d)) / d + 1);
+  }
+  CONVKIT_GEOM_HD uint32_t div(uint32_t n) const {
+#if defined(__CUDA_ARCH__)
+    const uint32_t hi = __umulhi(n, mul);
+#else
+    const uint32_t hi = uint32_t((uint64_t(n) * mul) >> 32);
+#endif
+    return (hi + n) >> shift;  // hi <= n < 2^31: the sum fits 32 bits
+  }
+  // n / d, and n % d in `rem`.
+  CONVKIT_GEOM_HD uint32_t divmod(uint32_t n, uint32_t& rem) const {
+    const uint32_t q = div(n);
+    rem = n - q * d;
+    return q;
+  }
+};
+#undef CONVKIT_GEOM_HD
+
 // An output pixel m of N*P*Q (image-major, then rows, then columns), decoded: 32-bit divisions whenever the
 // whole range fits them (far cheaper than 64-bit ones, which are a ~100-instruction call), 64-bit otherwise.
 // `fits32`: N*P*Q <= INT_MAX (a kernel argument, the same for every thread).
