@@ -257,7 +257,10 @@ const char* kCpuGroupedSpecs[] = {
     "n1c128h10w10k128r3s3p1g32",   "n1c96h9w9k96r3s3p1g2",        "n2c32h7w9k32r5s5p2g4",
     "n1c16h11w11k16r7s7p3g2",      "n1c64h12w12k64r3s3p4d2g4",    "n3c32h5w5k32r1s1g2",
     "n1c48h1w19k48r1s3ph0pw1g3",   "n1c256h7w7k256r3s3p1g8",      "n1c96h9w7k96r3s3p1u3g2",
-    "n1c64h1w1k64r3s3p1g4",        "n1c128h6w17k128r3s3p1g2",     "n2c192h5w5k192r3s1ph1pw0g4"};
+    "n1c64h1w1k64r3s3p1g4",        "n1c128h6w17k128r3s3p1g2",     "n2c192h5w5k192r3s1ph1pw0g4",
+    // whole 16 x 16 transposes (W and a unit's pixels multiples of 16) and their remainders, tall images in
+    // units of several rows whose input bands overlap, stride 2 with dilation and padding past R/2
+    "n2c32h33w32k32r3s3p1g8",      "n1c64h40w20k64r3s3p3d2u2g16", "n3c48h21w48k48r5s5p2g3"};
 
 const Algorithm* cpu_grouped() { return find_algorithm("cpu_grouped"); }
 

@@ -10,17 +10,23 @@
 //     output channels for that c. No multiply on a zero, unlike a block-diagonal filter.
 //   Cg a multiple of 16 (a vector within one group): input channel c of the group broadcast, times the 16
 //     output channels' filter values.
-// Work mapping: OpenMP over (image, output row); per row, each 16-channel slice in blocks of 8 output pixels
-// (the row's rest in blocks of 4, 2 and 1), one accumulator a pixel over every tap and channel; a pixel whose
-// input column (or a row whose input row) falls in the padding reads a row of zeros. The row's sums ([Q][K] floats a thread) then go through the epilogue
-// (epilogue_span.hpp) into the output: a pixel's K channels in NHWC, a channel's Q pixels in NCHW.
-// Workspace: the filters packed [K/16 slices][R*S taps][Cg][16 lanes] as floats; for NCHW or 16-bit inputs
-// also the input as NHWC floats (one pass a call). f32 sums over taps in (r, s, c) order: bit-equal to
-// cpu_ref on small integers; f16/bf16 within the 16-bit bound (the output rounded once).
+// Work mapping: OpenMP over units of (image, output rows); per row, each 16-channel slice in blocks of 8
+// output pixels (the row's rest in blocks of 4, 2 and 1), one accumulator a pixel over every tap and channel;
+// a pixel whose input column (or a row whose input row) falls in the padding reads a row of zeros. A unit's
+// sums ([pixels][K] floats a thread) then go through the epilogue (epilogue_span.hpp) into the output: a
+// pixel's K channels in NHWC; in NCHW, transposed 16 x 16 at a time in registers, a channel's pixels of the
+// unit. A unit is one row where the input is read in place (f32 NHWC); for NCHW or 16-bit inputs it first
+// stages the input rows it reads (its band, halo included) as NHWC floats in a buffer of its thread (NCHW:
+// 16 x 16 transposes in registers), so the copy is still in cache when the taps read it; such units are
+// several rows (unit_rows: fewer halo rows staged twice, longer NCHW runs, the threads' shares even).
+// Workspace: the filters packed [K/16 slices][R*S taps][Cg][16 lanes] as floats. f32 sums over taps in
+// (r, s, c) order: bit-equal to cpu_ref on small integers; f16/bf16 within the 16-bit bound (the output
+// rounded once).
 // Needs K = C (Cg = Kg), groups > 1, Cg of 2, 4, 8 (C % 16 == 0) or a multiple of 16.
-// measured (2-vCPU Zen 4, batch 1, float32 NHWC, ms, oneDNN in brackets; docs/perf.md 2026-12-05): ResNeXt-50's
+// measured (2-vCPU Zen 4, batch 1, float32, ms, oneDNN in brackets; docs/perf.md 2026-12-05): ResNeXt-50's
 // 128@40 (4 channels a group) 0.113 (0.174), 256@40 stride 2 (8) 0.125 (0.148), 256@20 (8) 0.120 (0.080).
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -56,6 +62,33 @@ inline void spread(const v16& x, v16& y, std::index_sequence<L...>) {
 #endif
 }
 
+// One step of a 16 x 16 transpose held as 16 row vectors: swaps bit B of the row index with bit B of the
+// column index between rows lo (bit B clear) and hi (set). After B = 8, 4, 2 and 1 the rows are the columns.
+template <int B, size_t... L>
+inline void swap_bit(v16& lo, v16& hi, std::index_sequence<L...>) {
+  const v16 a = lo, b = hi;
+#if defined(__clang__) || !defined(__GNUC__) || __GNUC__ >= 12
+  lo = __builtin_shufflevector(a, b, int((L & B) ? 16 + (L & ~size_t(B)) : L)...);
+  hi = __builtin_shufflevector(a, b, int((L & B) ? 16 + L : (L | B))...);
+#else
+  typedef int i16 __attribute__((vector_size(64)));
+  lo = __builtin_shuffle(a, b, i16{int((L & B) ? 16 + (L & ~size_t(B)) : L)...});
+  hi = __builtin_shuffle(a, b, i16{int((L & B) ? 16 + L : (L | B))...});
+#endif
+}
+template <int B>
+inline void transpose_step(v16 (&r)[kL]) {
+  for (int i = 0; i < kL; ++i)
+    if ((i & B) == 0) swap_bit<B>(r[i], r[i | B], std::make_index_sequence<kL>{});
+}
+// r[i][j] -> r[j][i]
+inline void transpose16(v16 (&r)[kL]) {
+  transpose_step<8>(r);
+  transpose_step<4>(r);
+  transpose_step<2>(r);
+  transpose_step<1>(r);
+}
+
 // One tap, Cg < 16: acc[j] += sum over c of spread_c(x[j]) * w[c] (w: [Cg][16] of the tap).
 template <int Cg, int NB, int c = 0>
 inline void tap_small(v16 (&acc)[NB], const v16 (&x)[NB], const float* w) {
@@ -78,11 +111,12 @@ struct Geometry {
         su(pb.stride_h), sv(pb.stride_w), pu(pb.pad_h), pv(pb.pad_w), du(pb.dilation_h), dv(pb.dilation_w) {}
 };
 
-// The sums of output pixels q0 .. q0 + NB - 1 of row (n, p) and slice sl into row[q * K + k]. x: NHWC floats;
+// The sums of output pixels q0 .. q0 + NB - 1 of output row p and slice sl into row[q * K + k]. x: NHWC
+// floats of one image from its input row h0 on (every row in the image that output row p reads is there);
 // wp: the packed filters; zeros: at least max(16, Cg) zeros. CG: Cg for the shuffle path, 0 for the broadcast
 // path (Cg % 16 == 0).
 template <int CG, int NB>
-void block_sums(const Geometry& g, const float* x, const float* wp, const float* zeros, int64_t n, int64_t p,
+void block_sums(const Geometry& g, const float* x, int64_t h0, const float* wp, const float* zeros, int64_t p,
                 int64_t sl, int64_t q0, float* row) {
   const int64_t taps = g.r * g.s, k0 = sl * kL;
   const int64_t ci0 = CG > 0 ? k0 : k0 / g.cg * g.cg;  // the first input channel the slice reads
@@ -91,7 +125,7 @@ void block_sums(const Geometry& g, const float* x, const float* wp, const float*
   for (int64_t r = 0; r < g.r; ++r) {
     const int64_t h = p * g.su - g.pu + r * g.du;
     if (h < 0 || h >= g.h) continue;
-    const float* xr = x + (n * g.h + h) * g.w * g.c + ci0;
+    const float* xr = x + (h - h0) * g.w * g.c + ci0;
     for (int64_t s = 0; s < g.s; ++s) {
       const float* px[NB];  // each pixel's input channels for this tap (zeros in the padding)
       for (int j = 0; j < NB; ++j) {
@@ -119,14 +153,14 @@ void block_sums(const Geometry& g, const float* x, const float* wp, const float*
 // 4, 2 and 1 (a last block of 8 on a row of 10 pixels, ResNeXt-50's 512-channel layers at 160x160,
 // computed 6 pixels of zeros: 16 for 10).
 template <int CG>
-void row_sums(const Geometry& g, const float* x, const float* wp, const float* zeros, int64_t n, int64_t p,
+void row_sums(const Geometry& g, const float* x, int64_t h0, const float* wp, const float* zeros, int64_t p,
               float* row) {
   for (int64_t sl = 0; sl < g.k / kL; ++sl) {
     int64_t q0 = 0;
-    for (; q0 + kQB <= g.q; q0 += kQB) block_sums<CG, kQB>(g, x, wp, zeros, n, p, sl, q0, row);
-    if (q0 + 4 <= g.q) block_sums<CG, 4>(g, x, wp, zeros, n, p, sl, q0, row), q0 += 4;
-    if (q0 + 2 <= g.q) block_sums<CG, 2>(g, x, wp, zeros, n, p, sl, q0, row), q0 += 2;
-    if (q0 < g.q) block_sums<CG, 1>(g, x, wp, zeros, n, p, sl, q0, row);
+    for (; q0 + kQB <= g.q; q0 += kQB) block_sums<CG, kQB>(g, x, h0, wp, zeros, p, sl, q0, row);
+    if (q0 + 4 <= g.q) block_sums<CG, 4>(g, x, h0, wp, zeros, p, sl, q0, row), q0 += 4;
+    if (q0 + 2 <= g.q) block_sums<CG, 2>(g, x, h0, wp, zeros, p, sl, q0, row), q0 += 2;
+    if (q0 < g.q) block_sums<CG, 1>(g, x, h0, wp, zeros, p, sl, q0, row);
   }
 }
 
@@ -164,9 +198,7 @@ class CpuGrouped final : public Algorithm {
   }
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (!can_implement(p, cfg)) return 0;
-    size_t floats = size_t(p.k * p.r * p.s * p.c_per_group());  // the packed filters
-    if (staged(cfg)) floats += size_t(p.input_elems());          // the input as NHWC floats
-    return sizeof(float) * floats;
+    return sizeof(float) * size_t(p.k * p.r * p.s * p.c_per_group());  // the packed filters
   }
   void run(const ConvCall& call) const override {
     const Conv2dProblem& pb = call.problem;
@@ -188,27 +220,73 @@ class CpuGrouped final : public Algorithm {
  private:
   static bool staged(const ConvConfig& cfg) { return cfg.layout == Layout::nchw || cfg.dtype != DType::f32; }
 
-  // xs[n][h][w][c] = src as float (NCHW: src[n][c][h][w]); called inside the parallel region (work-shared).
+  // Input rows [h0, h1) of image n as NHWC floats into xb[h - h0][w][c] (NCHW: from src[n][c][h][w]).
   template <DType D>
-  static void stage(const Geometry& g, const void* src, bool nchw, float* xs) {
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t h = 0; h < g.h; ++h) {
-        float* o = xs + (n * g.h + h) * g.w * g.c;
-        if (!nchw) {
-          const int64_t base = (n * g.h + h) * g.w * g.c;
-          for (int64_t i = 0; i < g.w * g.c; ++i) o[i] = load_as_float(src, D, base + i);
-          continue;
-        }
-        // 16 channels x 16 columns at a time: the 16 pixels' 64-byte runs being written stay in L1 (one
-        // channel at a time across the row wrote each pixel's cache line once a channel)
-        for (int64_t c0 = 0; c0 < g.c; c0 += 16)
-          for (int64_t w0 = 0; w0 < g.w; w0 += 16)
-            for (int64_t c = c0; c < std::min(g.c, c0 + 16); ++c) {
-              const int64_t base = ((n * g.c + c) * g.h + h) * g.w;
-              for (int64_t w = w0; w < std::min(g.w, w0 + 16); ++w) o[w * g.c + c] = load_as_float(src, D, base + w);
-            }
+  __attribute__((noinline)) static void stage_rows(const Geometry& g, const void* src, bool nchw, int64_t n, int64_t h0, int64_t h1, float* xb) {
+    for (int64_t h = h0; h < h1; ++h) {
+      float* o = xb + (h - h0) * g.w * g.c;
+      if (!nchw) {
+        const int64_t base = (n * g.h + h) * g.w * g.c;
+        for (int64_t i = 0; i < g.w * g.c; ++i) o[i] = load_as_float(src, D, base + i);
+        continue;
       }
+      // 16 channels x 16 columns at a time (C % 16 == 0), transposed in registers: 16 loads of a channel's
+      // 16 columns, 16 stores of a pixel's 16 channels; the row's last W % 16 columns one value at a time
+      for (int64_t c0 = 0; c0 < g.c; c0 += kL) {
+        const int64_t base = ((n * g.c + c0) * g.h + h) * g.w, plane = g.h * g.w;  // channel c0's row h
+        int64_t w0 = 0;
+        for (; w0 + kL <= g.w; w0 += kL) {
+          v16 r[kL];
+          for (int i = 0; i < kL; ++i) {
+            if constexpr (D == DType::f32) {
+              load16(r[i], static_cast<const float*>(src) + base + i * plane + w0);
+            } else {
+              float t[kL];
+              for (int j = 0; j < kL; ++j) t[j] = load_as_float(src, D, base + i * plane + w0 + j);
+              load16(r[i], t);
+            }
+          }
+          transpose16(r);
+          for (int j = 0; j < kL; ++j) store16(o + (w0 + j) * g.c + c0, r[j]);
+        }
+        for (int64_t w = w0; w < g.w; ++w)
+          for (int i = 0; i < kL; ++i) o[w * g.c + c0 + i] = load_as_float(src, D, base + i * plane + w);
+      }
+    }
+  }
+
+  // The input rows output rows [p0, p1) read (those inside the image): [first, last).
+  static std::pair<int64_t, int64_t> rows_read(const Geometry& g, int64_t p0, int64_t p1) {
+    const int64_t first = std::max<int64_t>(0, p0 * g.su - g.pu);
+    const int64_t last = std::min<int64_t>(g.h, (p1 - 1) * g.su - g.pu + (g.r - 1) * g.du + 1);
+    return {first, std::max(first, last)};
+  }
+
+  // Output rows a unit. Unstaged (f32 NHWC): one. Staged: a unit stages the input rows it reads (its band,
+  // halo included, which neighbouring units stage again), so taller units stage less twice, and NCHW's
+  // epilogue runs (a channel's pixels of the unit) are longer; but a unit is the grain of the thread split.
+  // The count whose busiest thread has the fewest output plus staged pixels, up to 128 output pixels a unit
+  // (the larger on a tie).
+  static int64_t unit_rows(const Geometry& g, bool staging, int threads) {
+    if (!staging) return 1;
+    const int64_t most = std::max<int64_t>(1, std::min<int64_t>(g.p, 128 / std::max<int64_t>(1, g.q)));
+    int64_t best = 1, best_cost = INT64_MAX;
+    for (int64_t rb = 1; rb <= most; ++rb) {
+      const int64_t units = g.n * ((g.p + rb - 1) / rb), per_thread = (units + threads - 1) / threads;
+      const int64_t cost = per_thread * (rb * g.q + band_height(g, rb) * g.w);
+      if (cost <= best_cost) best_cost = cost, best = rb;
+    }
+    return best;
+  }
+
+  // The most input rows a unit of rb output rows reads.
+  static int64_t band_height(const Geometry& g, int64_t rb) {
+    return std::min(g.h, (rb - 1) * g.su + (g.r - 1) * g.du + 1);
+  }
+
+  static float* scratch(std::vector<float>& v, size_t floats) {
+    if (v.size() < floats) v.resize(floats);
+    return v.data();
   }
 
   template <int CG>
@@ -216,13 +294,13 @@ class CpuGrouped final : public Algorithm {
     const Conv2dProblem& pb = call.problem;
     const Geometry g(pb);
     const DType dt = call.config.dtype;
-    const bool nchw = call.config.layout == Layout::nchw;
+    const bool nchw = call.config.layout == Layout::nchw, staging = staged(call.config);
     const Epilogue& e = call.epilogue;
     const size_t es = dtype_size(dt);
     float* wp = static_cast<float*>(call.workspace);
-    float* xs = wp + g.k * g.r * g.s * g.cg;
-    const float* x = staged(call.config) ? xs : static_cast<const float*>(call.src.data);
     const int64_t taps = g.r * g.s;
+    const int64_t rb = unit_rows(g, staging, omp_get_max_threads());
+    const int64_t blocks = (g.p + rb - 1) / rb;
 #pragma omp parallel
     {
       // the filters: wp[slice][tap][c][lane] = w[k = slice * 16 + lane][tap][c] (KCRS: w[k][c][tap])
@@ -232,39 +310,55 @@ class CpuGrouped final : public Algorithm {
           for (int64_t c = 0; c < g.cg; ++c)
             wp[((k / kL * taps + t) * g.cg + c) * kL + k % kL] =
                 load_as_float(call.wei.data, dt, nchw ? (k * g.cg + c) * taps + t : (k * taps + t) * g.cg + c);
-      if (staged(call.config)) {  // the input as NHWC floats (the dtype and layout decided once a call)
-        switch (dt) {
-          case DType::f32: stage<DType::f32>(g, call.src.data, nchw, xs); break;
-          case DType::f16: stage<DType::f16>(g, call.src.data, nchw, xs); break;
-          case DType::bf16: stage<DType::bf16>(g, call.src.data, nchw, xs); break;
-        }
-      }
-      // (the implicit barriers above: the filters and the input are whole before any row starts)
-      // a unit: rb output rows of an image (NCHW: about 64 pixels, so that a channel's run through the
-      // epilogue is longer than one row; NHWC: one row, its pixels' runs are K long)
-      const int64_t rb = nchw ? std::max<int64_t>(1, std::min(g.p, 64 / std::max<int64_t>(1, g.q))) : 1;
-      const int64_t blocks = (g.p + rb - 1) / rb;
-      std::vector<float> row(size_t(rb * g.q * g.k)), tr(nchw ? row.size() : 0);
+      // (the implicit barrier: the filters are whole before any unit starts)
+      // A thread's buffers, kept from call to call (a band of 100-300 KB allocated a call was a fresh mapping,
+      // page faults included, each time): the unit's input band, its sums [pixel][K], and for NCHW the sums
+      // transposed [K][pixel].
+      static thread_local std::vector<float> band_v, row_v, tr_v;
+      float* band = staging ? scratch(band_v, size_t(band_height(g, rb) * g.w * g.c)) : nullptr;
+      float* row = scratch(row_v, size_t(rb * g.q * g.k));
+      float* tr = nchw ? scratch(tr_v, size_t(rb * g.q * g.k)) : nullptr;
       std::vector<float> zeros(size_t(std::max<int64_t>(kL, g.cg)), 0.0f);
       auto at = [es](const void* base, int64_t i) { return static_cast<const char*>(base) + size_t(i) * es; };
 #pragma omp for collapse(2) schedule(static)
       for (int64_t n = 0; n < g.n; ++n)
         for (int64_t pb = 0; pb < blocks; ++pb) {
           const int64_t p0 = pb * rb, p1 = std::min(g.p, p0 + rb), m = (p1 - p0) * g.q;
-          for (int64_t p = p0; p < p1; ++p) row_sums<CG>(g, x, wp, zeros.data(), n, p, row.data() + (p - p0) * g.q * g.k);
-          if (!nchw) {
-            for (int64_t q = 0; q < g.q; ++q) {
-              const int64_t o = ((n * g.p + p0) * g.q + q) * g.k;
-              epilogue_span(e, e.alpha, dt, row.data() + q * g.k, const_cast<char*>(at(call.dst.data, o)), g.k, e.bias,
+          const float* x = static_cast<const float*>(call.src.data);  // unstaged: image n's row h is row n * H + h
+          int64_t h0 = -n * g.h;
+          if (staging) {  // the unit's input rows as NHWC floats (the dtype and layout decided once a call)
+            const std::pair<int64_t, int64_t> rows = rows_read(g, p0, p1);
+            switch (dt) {
+              case DType::f32: stage_rows<DType::f32>(g, call.src.data, nchw, n, rows.first, rows.second, band); break;
+              case DType::f16: stage_rows<DType::f16>(g, call.src.data, nchw, n, rows.first, rows.second, band); break;
+              case DType::bf16: stage_rows<DType::bf16>(g, call.src.data, nchw, n, rows.first, rows.second, band); break;
+            }
+            x = band, h0 = rows.first;
+          }
+          for (int64_t p = p0; p < p1; ++p) row_sums<CG>(g, x, h0, wp, zeros.data(), p, row + (p - p0) * g.q * g.k);
+          if (!nchw) {  // the unit's pixels are consecutive in NHWC
+            for (int64_t i = 0; i < m; ++i) {
+              const int64_t o = ((n * g.p + p0) * g.q + i) * g.k;
+              epilogue_span(e, e.alpha, dt, row + i * g.k, const_cast<char*>(at(call.dst.data, o)), g.k, e.bias,
                             SpanBias::per_element, e.residual ? at(e.residual, o) : nullptr);
             }
             continue;
           }
-          for (int64_t i = 0; i < m; ++i)  // [pixel][K] -> [K][pixel]
-            for (int64_t k = 0; k < g.k; ++k) tr[size_t(k * m + i)] = row[size_t(i * g.k + k)];
+          // [pixel][K] -> [K][pixel], 16 pixels x 16 channels at a time transposed in registers (K % 16 == 0),
+          // the last m % 16 pixels one value at a time
+          int64_t i0 = 0;
+          for (; i0 + kL <= m; i0 += kL)
+            for (int64_t k0 = 0; k0 < g.k; k0 += kL) {
+              v16 r[kL];
+              for (int j = 0; j < kL; ++j) load16(r[j], row + (i0 + j) * g.k + k0);
+              transpose16(r);
+              for (int l = 0; l < kL; ++l) store16(tr + (k0 + l) * m + i0, r[l]);
+            }
+          for (int64_t i = i0; i < m; ++i)
+            for (int64_t k = 0; k < g.k; ++k) tr[k * m + i] = row[i * g.k + k];
           for (int64_t k = 0; k < g.k; ++k) {  // channel k's pixels of rows [p0, p1): one run of its NCHW plane
             const int64_t o = ((n * g.k + k) * g.p + p0) * g.q;
-            epilogue_span(e, e.alpha, dt, tr.data() + k * m, const_cast<char*>(at(call.dst.data, o)), m,
+            epilogue_span(e, e.alpha, dt, tr + k * m, const_cast<char*>(at(call.dst.data, o)), m,
                           e.bias ? at(e.bias, k) : nullptr, SpanBias::one, e.residual ? at(e.residual, o) : nullptr);
           }
         }
