@@ -111,13 +111,22 @@ struct Geometry {
         su(pb.stride_h), sv(pb.stride_w), pu(pb.pad_h), pv(pb.pad_w), du(pb.dilation_h), dv(pb.dilation_w) {}
 };
 
-// The sums of output pixels q0 .. q0 + NB - 1 of output row p and slice sl into row[q * K + k]. x: NHWC
-// floats of one image from its input row h0 on (every row in the image that output row p reads is there);
-// wp: the packed filters; zeros: at least max(16, Cg) zeros. CG: Cg for the shuffle path, 0 for the broadcast
-// path (Cg % 16 == 0).
+// Where a unit's input comes from and its sums go. x: NHWC floats of one image from input row h0 on, xc
+// floats a pixel starting at input channel c0 (every row and channel in the image that the unit reads is
+// there); sums: the unit's output rows, [pixel of the unit][output channel - k0], sk floats a pixel.
+struct View {
+  const float* x;
+  int64_t h0, xc, c0;
+  float* sums;
+  int64_t sk, k0;
+};
+
+// The sums of output pixels q0 .. q0 + NB - 1 of output row p and slice sl into out[q * sk + k - k0] (out:
+// row p's first pixel in the unit's sums). wp: the packed filters; zeros: at least max(16, Cg) zeros. CG: Cg
+// for the shuffle path, 0 for the broadcast path (Cg % 16 == 0).
 template <int CG, int NB>
-void block_sums(const Geometry& g, const float* x, int64_t h0, const float* wp, const float* zeros, int64_t p,
-                int64_t sl, int64_t q0, float* row) {
+void block_sums(const Geometry& g, const View& v, const float* wp, const float* zeros, int64_t p, int64_t sl,
+                int64_t q0, float* out) {
   const int64_t taps = g.r * g.s, k0 = sl * kL;
   const int64_t ci0 = CG > 0 ? k0 : k0 / g.cg * g.cg;  // the first input channel the slice reads
   v16 acc[NB];
@@ -125,12 +134,12 @@ void block_sums(const Geometry& g, const float* x, int64_t h0, const float* wp, 
   for (int64_t r = 0; r < g.r; ++r) {
     const int64_t h = p * g.su - g.pu + r * g.du;
     if (h < 0 || h >= g.h) continue;
-    const float* xr = x + (h - h0) * g.w * g.c + ci0;
+    const float* xr = v.x + (h - v.h0) * g.w * v.xc + (ci0 - v.c0);
     for (int64_t s = 0; s < g.s; ++s) {
       const float* px[NB];  // each pixel's input channels for this tap (zeros in the padding)
       for (int j = 0; j < NB; ++j) {
         const int64_t w = (q0 + j) * g.sv - g.pv + s * g.dv;
-        px[j] = w >= 0 && w < g.w ? xr + w * g.c : zeros;
+        px[j] = w >= 0 && w < g.w ? xr + w * v.xc : zeros;
       }
       const float* wt = wp + (sl * taps + r * g.s + s) * g.cg * kL;
       if constexpr (CG > 0) {
@@ -146,22 +155,62 @@ void block_sums(const Geometry& g, const float* x, int64_t h0, const float* wp, 
       }
     }
   }
-  for (int j = 0; j < NB; ++j) store16(row + (q0 + j) * g.k + k0, acc[j]);
+  for (int j = 0; j < NB; ++j) store16(out + (q0 + j) * v.sk + (k0 - v.k0), acc[j]);
 }
 
-// The sums of output row (n, p) into row[q * K + k], every slice: blocks of 8 pixels, the rest in blocks of
-// 4, 2 and 1 (a last block of 8 on a row of 10 pixels, ResNeXt-50's 512-channel layers at 160x160,
-// computed 6 pixels of zeros: 16 for 10).
-template <int CG>
-void row_sums(const Geometry& g, const float* x, int64_t h0, const float* wp, const float* zeros, int64_t p,
-              float* row) {
-  for (int64_t sl = 0; sl < g.k / kL; ++sl) {
-    int64_t q0 = 0;
-    for (; q0 + kQB <= g.q; q0 += kQB) block_sums<CG, kQB>(g, x, h0, wp, zeros, p, sl, q0, row);
-    if (q0 + 4 <= g.q) block_sums<CG, 4>(g, x, h0, wp, zeros, p, sl, q0, row), q0 += 4;
-    if (q0 + 2 <= g.q) block_sums<CG, 2>(g, x, h0, wp, zeros, p, sl, q0, row), q0 += 2;
-    if (q0 < g.q) block_sums<CG, 1>(g, x, h0, wp, zeros, p, sl, q0, row);
+// The broadcast path over a unit's pixels as one list (rows joined): the sums of its pixels i0 .. i0 + kQB
+// - 1 (those under m; the rest repeat pixel i0, not stored) of slice sl into sums[i * sk + k - k0]. Eight
+// independent sums a block whatever the row length: a row of 5 or 7 pixels in blocks of 4, 2 and 1 left the
+// multiply waiting on its own chain of Cg * R * S dependent FMAs.
+inline void flat_block_sums(const Geometry& g, const View& v, const float* wp, const float* zeros, int64_t p0,
+                            int64_t i0, int64_t m, int64_t sl) {
+  const int64_t taps = g.r * g.s, k0 = sl * kL, ci0 = k0 / g.cg * g.cg;
+  int64_t hb[kQB], wb[kQB];  // each pixel's first input row and column
+  for (int j = 0; j < kQB; ++j) {
+    const int64_t i = i0 + j < m ? i0 + j : i0;
+    hb[j] = (p0 + i / g.q) * g.su - g.pu, wb[j] = (i % g.q) * g.sv - g.pv;
   }
+  v16 acc[kQB];
+  for (auto& a : acc) a = v16{};
+  for (int64_t r = 0; r < g.r; ++r)
+    for (int64_t s = 0; s < g.s; ++s) {
+      const float* px[kQB];
+      for (int j = 0; j < kQB; ++j) {
+        const int64_t h = hb[j] + r * g.du, w = wb[j] + s * g.dv;
+        px[j] = h >= 0 && h < g.h && w >= 0 && w < g.w ? v.x + ((h - v.h0) * g.w + w) * v.xc + (ci0 - v.c0) : zeros;
+      }
+      const float* wt = wp + (sl * taps + r * g.s + s) * g.cg * kL;
+      for (int64_t c = 0; c < g.cg; ++c) {
+        v16 wv;
+        load16(wv, wt + c * kL);
+        for (int j = 0; j < kQB; ++j) acc[j] += px[j][c] * wv;
+      }
+    }
+  for (int j = 0; j < kQB && i0 + j < m; ++j) store16(v.sums + (i0 + j) * v.sk + (k0 - v.k0), acc[j]);
+}
+
+// The sums of output rows [p0, p1) and slices [sl0, sl1) into the unit's sums, a slice at a time (its
+// filters stay in L1 over the rows). The shuffle path: per row, blocks of 8 pixels, the rest in blocks of
+// 4, 2 and 1 (a last block of 8 on a row of 10 pixels, ResNeXt-50's 512-channel layers at 160x160, computed
+// 6 pixels of zeros: 16 for 10). The broadcast path: the unit's pixels as one list in blocks of 8.
+template <int CG>
+void unit_sums(const Geometry& g, const View& v, const float* wp, const float* zeros, int64_t p0, int64_t p1,
+               int64_t sl0, int64_t sl1) {
+  if constexpr (CG == 0) {
+    const int64_t m = (p1 - p0) * g.q;
+    for (int64_t sl = sl0; sl < sl1; ++sl)
+      for (int64_t i0 = 0; i0 < m; i0 += kQB) flat_block_sums(g, v, wp, zeros, p0, i0, m, sl);
+    return;
+  }
+  for (int64_t sl = sl0; sl < sl1; ++sl)
+    for (int64_t p = p0; p < p1; ++p) {
+      float* out = v.sums + (p - p0) * g.q * v.sk;
+      int64_t q0 = 0;
+      for (; q0 + kQB <= g.q; q0 += kQB) block_sums<CG, kQB>(g, v, wp, zeros, p, sl, q0, out);
+      if (q0 + 4 <= g.q) block_sums<CG, 4>(g, v, wp, zeros, p, sl, q0, out), q0 += 4;
+      if (q0 + 2 <= g.q) block_sums<CG, 2>(g, v, wp, zeros, p, sl, q0, out), q0 += 2;
+      if (q0 < g.q) block_sums<CG, 1>(g, v, wp, zeros, p, sl, q0, out);
+    }
 }
 
 class CpuGrouped final : public Algorithm {
@@ -171,7 +220,8 @@ class CpuGrouped final : public Algorithm {
   std::string description() const override {
     return "grouped conv with K = C and 2-8 or a multiple of 16 channels a group: 16 output channels of one or "
            "several groups a vector (a shuffle spreads each group's inputs over its lanes), 8 pixels x all taps "
-           "in registers; OpenMP over output rows; f16/bf16 and NCHW through an NHWC float copy";
+           "in registers; OpenMP over units of rows x channel slices; f16/bf16 and NCHW staged a unit's rows at "
+           "a time as NHWC floats";
   }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (cfg.device != Device::cpu) return Support::no("runs on the CPU only.");
@@ -187,13 +237,10 @@ class CpuGrouped final : public Algorithm {
     if (p.c % kL != 0) return Support::no("it needs C % 16 == 0 (16-channel slices of whole groups).");
     return Support::yes();
   }
-  // Measured (2-vCPU Zen 4, f32 NHWC, batch 1, ResNeXt-50's grouped layers at 160x160, against oneDNN in the
-  // same process; docs/perf.md 2026-12-05): 4 channels a group 0.122 ms (cpu_im2col_gemm 1.12, oneDNN 0.173),
-  // 8 channels 0.135-0.144 (0.37-0.39; oneDNN 0.080-0.151); at 16 and 32 channels cpu_im2col_gemm's GEMM a
-  // group is wide enough: 0.133 against 0.157 ms, 0.094 against 0.308.
-  Support heuristic_choice(const Conv2dProblem& p, const ConvConfig&, const Operands&) const override {
-    if (p.c_per_group() >= 16)
-      return Support::no("with 16 or more channels a group cpu_im2col_gemm's GEMM a group measured faster.");
+  // Chosen for every layer it takes. Measured (2-vCPU AMD EPYC, f32, batch 1, against cpu_im2col_gemm's GEMM a
+  // group in the same process; docs/perf.md 2026-12-05): 2.6-12x faster at 4 and 8 channels a group
+  // (ResNeXt-50 at 160x160), 1.6-4.7x at 16 to 64 (ResNeXt-50 and -101, RegNet-like 64-channel groups).
+  Support heuristic_choice(const Conv2dProblem&, const ConvConfig&, const Operands&) const override {
     return Support::yes();
   }
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
@@ -220,20 +267,59 @@ class CpuGrouped final : public Algorithm {
  private:
   static bool staged(const ConvConfig& cfg) { return cfg.layout == Layout::nchw || cfg.dtype != DType::f32; }
 
-  // Input rows [h0, h1) of image n as NHWC floats into xb[h - h0][w][c] (NCHW: from src[n][c][h][w]).
+  // The filters packed: wp[slice][tap][c][lane] = w[k = slice * 16 + lane][tap][c] (KCRS: w[k][c][tap]);
+  // called inside the parallel region (work-shared over the slices). A slice's 16 filters are 16 rows of
+  // Cg * R * S values (index j = c * taps + tap in KCRS, tap * Cg + c in KRSC), read 16 columns at a time and
+  // transposed in registers into 16 vectors of the 16 lanes (a scalar copy a value, with a dtype test each,
+  // was half of the call at 1024 channels of 32 a group); the last columns one value at a time.
   template <DType D>
-  __attribute__((noinline)) static void stage_rows(const Geometry& g, const void* src, bool nchw, int64_t n, int64_t h0, int64_t h1, float* xb) {
+  static void pack_filters(const Geometry& g, const void* wei, bool nchw, float* wp) {
+    const int64_t taps = g.r * g.s, len = g.cg * taps;
+    auto slot = [&](int64_t j) { return nchw ? (j % taps) * g.cg + j / taps : j; };  // j -> tap * Cg + c
+#pragma omp for schedule(static)
+    for (int64_t sl = 0; sl < g.k / kL; ++sl) {
+      float* out = wp + sl * len * kL;
+      const int64_t base = sl * kL * len;  // filter sl * 16's first value
+      int64_t j0 = 0;
+      for (; j0 + kL <= len; j0 += kL) {
+        v16 r[kL];
+        for (int l = 0; l < kL; ++l) {
+          if constexpr (D == DType::f32) {
+            load16(r[l], static_cast<const float*>(wei) + base + l * len + j0);
+          } else {
+            float t[kL];
+            for (int j = 0; j < kL; ++j) t[j] = load_as_float(wei, D, base + l * len + j0 + j);
+            load16(r[l], t);
+          }
+        }
+        transpose16(r);
+        for (int j = 0; j < kL; ++j) store16(out + slot(j0 + j) * kL, r[j]);
+      }
+      for (int64_t j = j0; j < len; ++j)
+        for (int l = 0; l < kL; ++l) out[slot(j) * kL + l] = load_as_float(wei, D, base + l * len + j);
+    }
+  }
+
+  // Input rows [h0, h1) and channels [c0, c1) of image n as NHWC floats into xb[h - h0][w][c - c0] (NCHW:
+  // from src[n][c][h][w]). c0 and c1 are multiples of 16.
+  template <DType D>
+  static void stage_rows(const Geometry& g, const void* src, bool nchw, int64_t n, int64_t h0, int64_t h1,
+                         int64_t c0, int64_t c1, float* xb) {
+    const int64_t xc = c1 - c0;
     for (int64_t h = h0; h < h1; ++h) {
-      float* o = xb + (h - h0) * g.w * g.c;
+      float* o = xb + (h - h0) * g.w * xc;
       if (!nchw) {
-        const int64_t base = (n * g.h + h) * g.w * g.c;
-        for (int64_t i = 0; i < g.w * g.c; ++i) o[i] = load_as_float(src, D, base + i);
+        for (int64_t w = 0; w < g.w; ++w) {
+          const int64_t base = ((n * g.h + h) * g.w + w) * g.c + c0;
+          for (int64_t i = 0; i < xc; ++i) o[w * xc + i] = load_as_float(src, D, base + i);
+        }
         continue;
       }
-      // 16 channels x 16 columns at a time (C % 16 == 0), transposed in registers: 16 loads of a channel's
-      // 16 columns, 16 stores of a pixel's 16 channels; the row's last W % 16 columns one value at a time
-      for (int64_t c0 = 0; c0 < g.c; c0 += kL) {
-        const int64_t base = ((n * g.c + c0) * g.h + h) * g.w, plane = g.h * g.w;  // channel c0's row h
+      // 16 channels x 16 columns at a time, transposed in registers: 16 loads of a channel's 16 columns, 16
+      // stores of a pixel's 16 channels; the row's last W % 16 columns one value at a time
+      for (int64_t cb = c0; cb < c1; cb += kL) {
+        const int64_t base = ((n * g.c + cb) * g.h + h) * g.w, plane = g.h * g.w;  // channel cb's row h
+        float* oc = o + (cb - c0);
         int64_t w0 = 0;
         for (; w0 + kL <= g.w; w0 += kL) {
           v16 r[kL];
@@ -247,10 +333,10 @@ class CpuGrouped final : public Algorithm {
             }
           }
           transpose16(r);
-          for (int j = 0; j < kL; ++j) store16(o + (w0 + j) * g.c + c0, r[j]);
+          for (int j = 0; j < kL; ++j) store16(oc + (w0 + j) * xc, r[j]);
         }
         for (int64_t w = w0; w < g.w; ++w)
-          for (int i = 0; i < kL; ++i) o[w * g.c + c0 + i] = load_as_float(src, D, base + i * plane + w);
+          for (int i = 0; i < kL; ++i) oc[w * xc + i] = load_as_float(src, D, base + i * plane + w);
       }
     }
   }
@@ -262,26 +348,49 @@ class CpuGrouped final : public Algorithm {
     return {first, std::max(first, last)};
   }
 
-  // Output rows a unit. Unstaged (f32 NHWC): one. Staged: a unit stages the input rows it reads (its band,
-  // halo included, which neighbouring units stage again), so taller units stage less twice, and NCHW's
-  // epilogue runs (a channel's pixels of the unit) are longer; but a unit is the grain of the thread split.
-  // The count whose busiest thread has the fewest output plus staged pixels, up to 128 output pixels a unit
-  // (the larger on a tie).
-  static int64_t unit_rows(const Geometry& g, bool staging, int threads) {
-    if (!staging) return 1;
-    const int64_t most = std::max<int64_t>(1, std::min<int64_t>(g.p, 128 / std::max<int64_t>(1, g.q)));
-    int64_t best = 1, best_cost = INT64_MAX;
-    for (int64_t rb = 1; rb <= most; ++rb) {
-      const int64_t units = g.n * ((g.p + rb - 1) / rb), per_thread = (units + threads - 1) / threads;
-      const int64_t cost = per_thread * (rb * g.q + band_height(g, rb) * g.w);
-      if (cost <= best_cost) best_cost = cost, best = rb;
-    }
-    return best;
-  }
-
   // The most input rows a unit of rb output rows reads.
   static int64_t band_height(const Geometry& g, int64_t rb) {
     return std::min(g.h, (rb - 1) * g.su + (g.r - 1) * g.du + 1);
+  }
+
+  // The input channels slices [sl0, sl1) read: [first, last), multiples of 16.
+  static std::pair<int64_t, int64_t> channels_read(const Geometry& g, bool broadcast, int64_t sl0, int64_t sl1) {
+    if (!broadcast) return {sl0 * kL, sl1 * kL};
+    return {sl0 * kL / g.cg * g.cg, ((sl1 * kL - 1) / g.cg + 1) * g.cg};
+  }
+
+  // A unit: rb output rows x sb slices of one image, its rows' sums a slice at a time.
+  //   The shuffle path (2-8 channels a group): every slice; one row where the input is read in place (f32
+  //   NHWC); where a unit first stages the input rows it reads (its band, halo included, which neighbouring
+  //   units stage again), several rows: the count whose busiest thread has the fewest output plus staged
+  //   pixels, up to 128 output pixels a unit (the larger on a tie). Taller units stage less twice, and
+  //   NCHW's epilogue runs (a channel's pixels of the unit) are longer.
+  //   The broadcast path (16 or more channels a group: 16-channel slices of one group, each with Cg * R * S
+  //   filter vectors, 18-36 KB at 3x3): the rows of about 256 output pixels (ResNeXt's 14x14 and smaller
+  //   images whole), so that a slice's filters are read from memory once for them, not once a row; the
+  //   slices in blocks of at least 4, as few as leave 4 units a thread.
+  struct Units {
+    int64_t rb = 1, sb = 1;
+  };
+  static Units plan_units(const Geometry& g, bool staging, bool broadcast, int threads) {
+    const int64_t slices = g.k / kL;
+    Units u;
+    if (broadcast) {
+      u.rb = std::max<int64_t>(1, std::min<int64_t>(g.p, 256 / std::max<int64_t>(1, g.q)));
+      const int64_t row_units = g.n * ((g.p + u.rb - 1) / u.rb);
+      u.sb = std::clamp<int64_t>(slices * row_units / (4 * int64_t(threads)), std::min<int64_t>(4, slices), slices);
+      return u;
+    }
+    u.sb = slices;
+    if (!staging) return u;
+    const int64_t most = std::max<int64_t>(1, std::min<int64_t>(g.p, 128 / std::max<int64_t>(1, g.q)));
+    int64_t best_cost = INT64_MAX;
+    for (int64_t rb = 1; rb <= most; ++rb) {
+      const int64_t units = g.n * ((g.p + rb - 1) / rb), per_thread = (units + threads - 1) / threads;
+      const int64_t cost = per_thread * (rb * g.q + band_height(g, rb) * g.w);
+      if (cost <= best_cost) best_cost = cost, u.rb = rb;
+    }
+    return u;
   }
 
   static float* scratch(std::vector<float>& v, size_t floats) {
@@ -294,74 +403,90 @@ class CpuGrouped final : public Algorithm {
     const Conv2dProblem& pb = call.problem;
     const Geometry g(pb);
     const DType dt = call.config.dtype;
-    const bool nchw = call.config.layout == Layout::nchw, staging = staged(call.config);
+    const bool nchw = call.config.layout == Layout::nchw, staging = staged(call.config), broadcast = CG == 0;
     const Epilogue& e = call.epilogue;
     const size_t es = dtype_size(dt);
     float* wp = static_cast<float*>(call.workspace);
-    const int64_t taps = g.r * g.s;
-    const int64_t rb = unit_rows(g, staging, omp_get_max_threads());
-    const int64_t blocks = (g.p + rb - 1) / rb;
+    const int64_t slices = g.k / kL;
+    const Units u = plan_units(g, staging, broadcast, omp_get_max_threads());
+    const int64_t row_blocks = (g.p + u.rb - 1) / u.rb, slice_blocks = (slices + u.sb - 1) / u.sb;
+    // the most input channels a slice block reads
+    int64_t most_channels = 0;
+    for (int64_t b = 0; b < slice_blocks; ++b) {
+      const std::pair<int64_t, int64_t> c = channels_read(g, broadcast, b * u.sb, std::min(slices, (b + 1) * u.sb));
+      most_channels = std::max(most_channels, c.second - c.first);
+    }
 #pragma omp parallel
     {
-      // the filters: wp[slice][tap][c][lane] = w[k = slice * 16 + lane][tap][c] (KCRS: w[k][c][tap])
-#pragma omp for schedule(static)
-      for (int64_t k = 0; k < g.k; ++k)
-        for (int64_t t = 0; t < taps; ++t)
-          for (int64_t c = 0; c < g.cg; ++c)
-            wp[((k / kL * taps + t) * g.cg + c) * kL + k % kL] =
-                load_as_float(call.wei.data, dt, nchw ? (k * g.cg + c) * taps + t : (k * taps + t) * g.cg + c);
+      switch (dt) {
+        case DType::f32: pack_filters<DType::f32>(g, call.wei.data, nchw, wp); break;
+        case DType::f16: pack_filters<DType::f16>(g, call.wei.data, nchw, wp); break;
+        case DType::bf16: pack_filters<DType::bf16>(g, call.wei.data, nchw, wp); break;
+      }
       // (the implicit barrier: the filters are whole before any unit starts)
       // A thread's buffers, kept from call to call (a band of 100-300 KB allocated a call was a fresh mapping,
-      // page faults included, each time): the unit's input band, its sums [pixel][K], and for NCHW the sums
-      // transposed [K][pixel].
-      static thread_local std::vector<float> band_v, row_v, tr_v;
-      float* band = staging ? scratch(band_v, size_t(band_height(g, rb) * g.w * g.c)) : nullptr;
-      float* row = scratch(row_v, size_t(rb * g.q * g.k));
-      float* tr = nchw ? scratch(tr_v, size_t(rb * g.q * g.k)) : nullptr;
+      // page faults included, each time): the unit's input band, its sums [pixel][channel of the unit], and
+      // for NCHW the sums transposed [channel][pixel].
+      static thread_local std::vector<float> band_v, sums_v, tr_v;
+      const int64_t unit_floats = u.rb * g.q * u.sb * kL;
+      float* band = staging ? scratch(band_v, size_t(band_height(g, u.rb) * g.w * most_channels)) : nullptr;
+      float* sums = scratch(sums_v, size_t(unit_floats));
+      float* tr = nchw ? scratch(tr_v, size_t(unit_floats)) : nullptr;
       std::vector<float> zeros(size_t(std::max<int64_t>(kL, g.cg)), 0.0f);
       auto at = [es](const void* base, int64_t i) { return static_cast<const char*>(base) + size_t(i) * es; };
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(3) schedule(static)
       for (int64_t n = 0; n < g.n; ++n)
-        for (int64_t pb = 0; pb < blocks; ++pb) {
-          const int64_t p0 = pb * rb, p1 = std::min(g.p, p0 + rb), m = (p1 - p0) * g.q;
-          const float* x = static_cast<const float*>(call.src.data);  // unstaged: image n's row h is row n * H + h
-          int64_t h0 = -n * g.h;
-          if (staging) {  // the unit's input rows as NHWC floats (the dtype and layout decided once a call)
-            const std::pair<int64_t, int64_t> rows = rows_read(g, p0, p1);
-            switch (dt) {
-              case DType::f32: stage_rows<DType::f32>(g, call.src.data, nchw, n, rows.first, rows.second, band); break;
-              case DType::f16: stage_rows<DType::f16>(g, call.src.data, nchw, n, rows.first, rows.second, band); break;
-              case DType::bf16: stage_rows<DType::bf16>(g, call.src.data, nchw, n, rows.first, rows.second, band); break;
+        for (int64_t rbi = 0; rbi < row_blocks; ++rbi)
+          for (int64_t sbi = 0; sbi < slice_blocks; ++sbi) {
+            const int64_t p0 = rbi * u.rb, p1 = std::min(g.p, p0 + u.rb), m = (p1 - p0) * g.q;
+            const int64_t sl0 = sbi * u.sb, sl1 = std::min(slices, sl0 + u.sb), k0 = sl0 * kL, kn = (sl1 - sl0) * kL;
+            // unstaged: image n's row h is row n * H + h of the input
+            View v{static_cast<const float*>(call.src.data), -n * g.h, g.c, 0, sums, kn, k0};
+            if (staging) {  // the unit's input rows and channels as NHWC floats
+              const std::pair<int64_t, int64_t> rows = rows_read(g, p0, p1);
+              const std::pair<int64_t, int64_t> chans = channels_read(g, broadcast, sl0, sl1);
+              switch (dt) {
+                case DType::f32:
+                  stage_rows<DType::f32>(g, call.src.data, nchw, n, rows.first, rows.second, chans.first, chans.second, band);
+                  break;
+                case DType::f16:
+                  stage_rows<DType::f16>(g, call.src.data, nchw, n, rows.first, rows.second, chans.first, chans.second, band);
+                  break;
+                case DType::bf16:
+                  stage_rows<DType::bf16>(g, call.src.data, nchw, n, rows.first, rows.second, chans.first, chans.second, band);
+                  break;
+              }
+              v.x = band, v.h0 = rows.first, v.xc = chans.second - chans.first, v.c0 = chans.first;
             }
-            x = band, h0 = rows.first;
-          }
-          for (int64_t p = p0; p < p1; ++p) row_sums<CG>(g, x, h0, wp, zeros.data(), p, row + (p - p0) * g.q * g.k);
-          if (!nchw) {  // the unit's pixels are consecutive in NHWC
-            for (int64_t i = 0; i < m; ++i) {
-              const int64_t o = ((n * g.p + p0) * g.q + i) * g.k;
-              epilogue_span(e, e.alpha, dt, row + i * g.k, const_cast<char*>(at(call.dst.data, o)), g.k, e.bias,
-                            SpanBias::per_element, e.residual ? at(e.residual, o) : nullptr);
+            unit_sums<CG>(g, v, wp, zeros.data(), p0, p1, sl0, sl1);
+            if (!nchw) {  // the unit's pixels are consecutive in NHWC; its channels a run of each
+              for (int64_t i = 0; i < m; ++i) {
+                const int64_t o = ((n * g.p + p0) * g.q + i) * g.k + k0;
+                epilogue_span(e, e.alpha, dt, sums + i * kn, const_cast<char*>(at(call.dst.data, o)), kn,
+                              e.bias ? at(e.bias, k0) : nullptr, SpanBias::per_element,
+                              e.residual ? at(e.residual, o) : nullptr);
+              }
+              continue;
             }
-            continue;
-          }
-          // [pixel][K] -> [K][pixel], 16 pixels x 16 channels at a time transposed in registers (K % 16 == 0),
-          // the last m % 16 pixels one value at a time
-          int64_t i0 = 0;
-          for (; i0 + kL <= m; i0 += kL)
-            for (int64_t k0 = 0; k0 < g.k; k0 += kL) {
-              v16 r[kL];
-              for (int j = 0; j < kL; ++j) load16(r[j], row + (i0 + j) * g.k + k0);
-              transpose16(r);
-              for (int l = 0; l < kL; ++l) store16(tr + (k0 + l) * m + i0, r[l]);
+            // [pixel][channel] -> [channel][pixel], 16 x 16 at a time transposed in registers (kn % 16 == 0),
+            // the last m % 16 pixels one value at a time
+            int64_t i0 = 0;
+            for (; i0 + kL <= m; i0 += kL)
+              for (int64_t c = 0; c < kn; c += kL) {
+                v16 r[kL];
+                for (int j = 0; j < kL; ++j) load16(r[j], sums + (i0 + j) * kn + c);
+                transpose16(r);
+                for (int l = 0; l < kL; ++l) store16(tr + (c + l) * m + i0, r[l]);
+              }
+            for (int64_t i = i0; i < m; ++i)
+              for (int64_t c = 0; c < kn; ++c) tr[c * m + i] = sums[i * kn + c];
+            for (int64_t c = 0; c < kn; ++c) {  // channel k0 + c's pixels of rows [p0, p1): one run of its plane
+              const int64_t o = ((n * g.k + k0 + c) * g.p + p0) * g.q;
+              epilogue_span(e, e.alpha, dt, tr + c * m, const_cast<char*>(at(call.dst.data, o)), m,
+                            e.bias ? at(e.bias, k0 + c) : nullptr, SpanBias::one,
+                            e.residual ? at(e.residual, o) : nullptr);
             }
-          for (int64_t i = i0; i < m; ++i)
-            for (int64_t k = 0; k < g.k; ++k) tr[k * m + i] = row[i * g.k + k];
-          for (int64_t k = 0; k < g.k; ++k) {  // channel k's pixels of rows [p0, p1): one run of its NCHW plane
-            const int64_t o = ((n * g.k + k) * g.p + p0) * g.q;
-            epilogue_span(e, e.alpha, dt, tr + k * m, const_cast<char*>(at(call.dst.data, o)), m,
-                          e.bias ? at(e.bias, k) : nullptr, SpanBias::one, e.residual ? at(e.residual, o) : nullptr);
           }
-        }
     }
   }
 };
