@@ -18,6 +18,7 @@ dtypes, the same rounds.
 import argparse
 import copy
 import json
+import os
 import statistics
 import sys
 import time
@@ -55,11 +56,17 @@ def call_ms(fn, x, calls=3):
     return statistics.median(ts)
 
 
+def openblas_note():
+    """OPENBLAS_CORETYPE as this process saw it: it decides OpenBLAS's kernels (AVX2 "Haswell" ones hold convkit's
+    float32 CPU GEMMs to about half their AVX-512 speed; `convkit doctor` shows the kernels chosen)."""
+    return f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}"
+
+
 def train_rows(a):
     import torchvision
 
     print(f"### CPU training step, batch {a.batch}, {a.hw}x{a.hw}, {torch.get_num_threads()} threads, "
-          f"torch {torch.__version__}, convkit {convkit.__version__}\n")
+          f"torch {torch.__version__}, convkit {convkit.__version__}, {openblas_note()}\n")
     print("| model | dtype | torch ms | convkit.nn.convert ms | torch / convkit |")
     print("|---|---|---|---|---|")
     for name in a.models.split(","):
@@ -112,7 +119,7 @@ def main():
     import torchvision
 
     print(f"### CPU, batch {a.batch}, {a.hw}x{a.hw}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-          f"convkit {convkit.__version__}\n")
+          f"convkit {convkit.__version__}, {openblas_note()}\n")
     print("| model | dtype | torch ms | convkit.fuse ms | torch / fuse |" + (" compile ms |" if a.compile else "")
           + " rel L2 torch | rel L2 fuse |")
     print("|---|---|---|---|---|" + ("---|" if a.compile else "") + "---|---|")

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "convkit/system.hpp"
 #include "core/tune.hpp"
 #include "test_util.hpp"
 
@@ -191,6 +192,12 @@ TEST_F(Cli, ListAndDoctorExitZero) {
   EXPECT_EQ(d.code, 0) << d.err;
   EXPECT_FALSE(d.out.empty());
   EXPECT_NE(d.out.find(version()), std::string::npos) << "doctor should print the version:\n" << d.out;
+  if (!system_info().openblas.empty()) {  // the kernels OpenBLAS chose, and the variable that chose them
+    EXPECT_NE(d.out.find("OpenBLAS kernels: " + system_info().openblas_core), std::string::npos) << d.out;
+    if (const char* env = std::getenv("OPENBLAS_CORETYPE")) {
+      EXPECT_NE(d.out.find(std::string("(OPENBLAS_CORETYPE=") + env + ")"), std::string::npos) << d.out;
+    }
+  }
 }
 
 // ---- convkit run end to end ---------------------------------------------------------------------

@@ -23,12 +23,18 @@ SystemInfo system_info() {
   info.convkit_version = version();
 #ifdef CONVKIT_HAVE_OPENBLAS
   if (const char* cfg = openblas_get_config()) info.openblas = cfg;
+  if (const char* core = openblas_get_corename()) info.openblas_core = core;
 #endif
 #ifdef CONVKIT_HAVE_ONEDNN
   if (const dnnl_version_t* v = dnnl_version())
     info.onednn_version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 #endif
   info.cpu_threads = omp_get_max_threads();
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  info.cpu_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+#endif
   info.cpu_bf16_native = cpu_bf16_native();
   info.cpu_vector_math = detail::epilogue_span_vector_math();
   detail::fill_cuda_info(info);

@@ -10,21 +10,22 @@
 //     output channels for that c. No multiply on a zero, unlike a block-diagonal filter.
 //   Cg a multiple of 16 (a vector within one group): input channel c of the group broadcast, times the 16
 //     output channels' filter values.
-// Work mapping: OpenMP over units of (image, output rows); per row, each 16-channel slice in blocks of 8
-// output pixels (the row's rest in blocks of 4, 2 and 1), one accumulator a pixel over every tap and channel;
-// a pixel whose input column (or a row whose input row) falls in the padding reads a row of zeros. A unit's
-// sums ([pixels][K] floats a thread) then go through the epilogue (epilogue_span.hpp) into the output: a
-// pixel's K channels in NHWC; in NCHW, transposed 16 x 16 at a time in registers, a channel's pixels of the
-// unit. A unit is one row where the input is read in place (f32 NHWC); for NCHW or 16-bit inputs it first
-// stages the input rows it reads (its band, halo included) as NHWC floats in a buffer of its thread (NCHW:
-// 16 x 16 transposes in registers), so the copy is still in cache when the taps read it; such units are
-// several rows (unit_rows: fewer halo rows staged twice, longer NCHW runs, the threads' shares even).
-// Workspace: the filters packed [K/16 slices][R*S taps][Cg][16 lanes] as floats. f32 sums over taps in
-// (r, s, c) order: bit-equal to cpu_ref on small integers; f16/bf16 within the 16-bit bound (the output
-// rounded once).
+// Work mapping: OpenMP over units of (image, output rows, 16-channel slices), a slice at a time within a
+// unit (its filters stay in L1 over the unit's rows). The shuffle path: per row, blocks of 8 output pixels
+// (the row's rest in blocks of 4, 2 and 1); the broadcast path: the unit's pixels as one list in blocks of 8;
+// one accumulator a pixel over every tap and channel, the padding read as zeros. A unit's sums ([pixels]
+// [channels] floats a thread) then go through the epilogue (epilogue_span.hpp) into the output: a pixel's
+// channels in NHWC; in NCHW, transposed 16 x 16 at a time in registers, a channel's pixels of the unit.
+// Where the input is not read in place (NCHW, 16-bit), a unit first stages the input rows and channels it
+// reads (its band, halo included) as NHWC floats in a buffer of its thread (NCHW: 16 x 16 transposes in
+// registers), so the copy is still in cache when the taps read it. plan_units says how many rows and slices.
+// Workspace: the filters packed [K/16 slices][R*S taps][Cg][16 lanes] as floats (16 x 16 transposes). f32
+// sums over taps in (r, s, c) order: bit-equal to cpu_ref on small integers; f16/bf16 within the 16-bit
+// bound (the output rounded once).
 // Needs K = C (Cg = Kg), groups > 1, Cg of 2, 4, 8 (C % 16 == 0) or a multiple of 16.
-// measured (2-vCPU Zen 4, batch 1, float32, ms, oneDNN in brackets; docs/perf.md 2026-12-05): ResNeXt-50's
-// 128@40 (4 channels a group) 0.113 (0.174), 256@40 stride 2 (8) 0.125 (0.148), 256@20 (8) 0.120 (0.080).
+// measured (2-vCPU AMD EPYC, batch 1, float32, ms, oneDNN in brackets; docs/perf.md 2026-12-05): ResNeXt-50 at
+// 160x160, NHWC: 128@40 (4 channels a group) 0.066 (0.172), 256@20 (8) 0.054 (0.063), 512@10 (16) 0.063
+// (0.033), 1024@5 (32) 0.062 (0.029); NCHW 0.117 (0.166), 0.074 (0.070), 0.063 (0.034), 0.077 (0.038).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>

@@ -1,6 +1,10 @@
 // `convkit doctor`: what this build holds and what this machine offers.
 #include <fmt/format.h>
 
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
 #include "commands.hpp"
 #include "common.hpp"
 #include "convkit/system.hpp"
@@ -27,6 +31,21 @@ int run_doctor() {
              s.cpu_bf16_native ? "on the CPU's dot product (AVX512-BF16)" : "widened to float32",
              s.cpu_vector_math ? "on libmvec's vector expf/erff" : "one value at a time");
   fmt::print("OpenBLAS: {}\n", s.openblas.empty() ? "not in this build (cpu_im2col_gemm unavailable)" : s.openblas);
+  if (!s.openblas.empty()) {
+    // OpenBLAS picks its kernels when it loads, from OPENBLAS_CORETYPE if set, else from the CPU (0.3.21 gives
+    // AMD Zen 4 its AVX-512 "Cooperlake" ones). A variable that names AVX2 kernels on an AVX-512 CPU holds
+    // cpu_im2col_gemm's SGEMMs to about half their speed there.
+    const char* env = std::getenv("OPENBLAS_CORETYPE");
+    std::string core = s.openblas_core;
+    for (char& ch : core) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    const bool avx2_core = core == "haswell" || core == "zen" || core == "sandybridge" || core == "excavator";
+    fmt::print("OpenBLAS kernels: {}{}{}\n", s.openblas_core.empty() ? "unknown" : s.openblas_core,
+               env ? fmt::format(" (OPENBLAS_CORETYPE={})", env) : "",
+               s.cpu_avx512 && avx2_core
+                   ? "; this CPU has AVX-512: without OPENBLAS_CORETYPE (or with SkylakeX) OpenBLAS runs its "
+                     "AVX-512 kernels"
+                   : "");
+  }
   fmt::print("oneDNN: {}\n", s.onednn_version.empty() ? "not in this build (the onednn_cpu peer is unavailable)"
                                                        : s.onednn_version);
   if (!s.cuda_built) {
