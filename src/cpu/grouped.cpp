@@ -238,10 +238,15 @@ class CpuGrouped final : public Algorithm {
     if (p.c % kL != 0) return Support::no("it needs C % 16 == 0 (16-channel slices of whole groups).");
     return Support::yes();
   }
-  // Chosen for every layer it takes. Measured (2-vCPU AMD EPYC, f32, batch 1, against cpu_im2col_gemm's GEMM a
-  // group in the same process; docs/perf.md 2026-12-05): 2.6-12x faster at 4 and 8 channels a group
-  // (ResNeXt-50 at 160x160), 1.6-4.7x at 16 to 64 (ResNeXt-50 and -101, RegNet-like 64-channel groups).
-  Support heuristic_choice(const Conv2dProblem&, const ConvConfig&, const Operands&) const override {
+  // Chosen for every layer it takes but NHWC ones of 32 or more channels a group. Measured (2-vCPU AMD EPYC,
+  // batch 1, against cpu_im2col_gemm's GEMM a group in the same process, OpenBLAS on its AVX-512 kernels;
+  // docs/perf.md 2026-12-05): 2.6-12x faster at 4 and 8 channels a group (ResNeXt-50 at 160x160), 1.3-1.8x at
+  // 16 in NHWC and 2.5-4x in NCHW, where the GEMM needs a column matrix; at 32 channels a group NHWC's GEMM
+  // a group is wide enough: f32 0.058 against 0.071 ms (1024@5), 0.085 against 0.100 (1024@7), bf16 0.049
+  // against 0.064 and 0.088 against 0.133.
+  Support heuristic_choice(const Conv2dProblem& p, const ConvConfig& cfg, const Operands&) const override {
+    if (cfg.layout == Layout::nhwc && p.c_per_group() >= 32)
+      return Support::no("in NHWC with 32 or more channels a group cpu_im2col_gemm's GEMM a group measured faster.");
     return Support::yes();
   }
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
