@@ -25,7 +25,7 @@
 // Needs K = C (Cg = Kg), groups > 1, Cg of 2, 4, 8 (C % 16 == 0) or a multiple of 16.
 // measured (2-vCPU AMD EPYC, batch 1, float32, ms, oneDNN in brackets; docs/perf.md 2026-12-05): ResNeXt-50 at
 // 160x160, NHWC: 128@40 (4 channels a group) 0.066 (0.172), 256@20 (8) 0.054 (0.063), 512@10 (16) 0.063
-// (0.033), 1024@5 (32) 0.062 (0.029); NCHW 0.117 (0.166), 0.074 (0.070), 0.063 (0.034), 0.077 (0.038).
+// (0.033), 1024@5 (32) 0.055 (0.037); NCHW 0.117 (0.166), 0.074 (0.070), 0.063 (0.034), 0.077 (0.038).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/element.hpp"
+#include "convkit/system.hpp"
 #include "core/registry.hpp"
 #include "cpu/epilogue_span.hpp"
 
@@ -160,19 +161,22 @@ void block_sums(const Geometry& g, const View& v, const float* wp, const float* 
 }
 
 // The broadcast path over a unit's pixels as one list (rows joined): the sums of its pixels i0 .. i0 + kQB
-// - 1 (those under m; the rest repeat pixel i0, not stored) of slice sl into sums[i * sk + k - k0]. Eight
-// independent sums a block whatever the row length: a row of 5 or 7 pixels in blocks of 4, 2 and 1 left the
-// multiply waiting on its own chain of Cg * R * S dependent FMAs.
-inline void flat_block_sums(const Geometry& g, const View& v, const float* wp, const float* zeros, int64_t p0,
-                            int64_t i0, int64_t m, int64_t sl) {
+// - 1 (those under m; the rest repeat pixel i0, not stored) of slices sl .. sl + MS - 1 (of one group) into
+// sums[i * sk + k - k0]. Eight independent sums a slice whatever the row length (a row of 5 or 7 pixels in
+// blocks of 4, 2 and 1 left the multiply waiting on its own chain of Cg * R * S dependent FMAs); with MS = 2
+// (32 or more channels a group) each input value broadcast feeds both slices' multiply-adds.
+template <int MS>
+void flat_block_sums(const Geometry& g, const View& v, const float* wp, const float* zeros, int64_t p0, int64_t i0,
+                     int64_t m, int64_t sl) {
   const int64_t taps = g.r * g.s, k0 = sl * kL, ci0 = k0 / g.cg * g.cg;
   int64_t hb[kQB], wb[kQB];  // each pixel's first input row and column
   for (int j = 0; j < kQB; ++j) {
     const int64_t i = i0 + j < m ? i0 + j : i0;
     hb[j] = (p0 + i / g.q) * g.su - g.pu, wb[j] = (i % g.q) * g.sv - g.pv;
   }
-  v16 acc[kQB];
-  for (auto& a : acc) a = v16{};
+  v16 acc[MS][kQB];
+  for (auto& row : acc)
+    for (auto& a : row) a = v16{};
   for (int64_t r = 0; r < g.r; ++r)
     for (int64_t s = 0; s < g.s; ++s) {
       const float* px[kQB];
@@ -180,14 +184,20 @@ inline void flat_block_sums(const Geometry& g, const View& v, const float* wp, c
         const int64_t h = hb[j] + r * g.du, w = wb[j] + s * g.dv;
         px[j] = h >= 0 && h < g.h && w >= 0 && w < g.w ? v.x + ((h - v.h0) * g.w + w) * v.xc + (ci0 - v.c0) : zeros;
       }
-      const float* wt = wp + (sl * taps + r * g.s + s) * g.cg * kL;
+      const int64_t tap = r * g.s + s, slice_stride = taps * g.cg * kL;
+      const float* wt = wp + (sl * taps + tap) * g.cg * kL;
       for (int64_t c = 0; c < g.cg; ++c) {
-        v16 wv;
-        load16(wv, wt + c * kL);
-        for (int j = 0; j < kQB; ++j) acc[j] += px[j][c] * wv;
+        v16 wv[MS];
+        for (int e = 0; e < MS; ++e) load16(wv[e], wt + e * slice_stride + c * kL);
+        for (int j = 0; j < kQB; ++j) {
+          const float xv = px[j][c];
+          for (int e = 0; e < MS; ++e) acc[e][j] += xv * wv[e];
+        }
       }
     }
-  for (int j = 0; j < kQB && i0 + j < m; ++j) store16(v.sums + (i0 + j) * v.sk + (k0 - v.k0), acc[j]);
+  for (int e = 0; e < MS; ++e)
+    for (int j = 0; j < kQB && i0 + j < m; ++j)
+      store16(v.sums + (i0 + j) * v.sk + (k0 + e * kL - v.k0), acc[e][j]);
 }
 
 // The sums of output rows [p0, p1) and slices [sl0, sl1) into the unit's sums, a slice at a time (its
@@ -199,8 +209,16 @@ void unit_sums(const Geometry& g, const View& v, const float* wp, const float* z
                int64_t sl0, int64_t sl1) {
   if constexpr (CG == 0) {
     const int64_t m = (p1 - p0) * g.q;
-    for (int64_t sl = sl0; sl < sl1; ++sl)
-      for (int64_t i0 = 0; i0 < m; i0 += kQB) flat_block_sums(g, v, wp, zeros, p0, i0, m, sl);
+    for (int64_t sl = sl0; sl < sl1;) {
+      const bool pair = sl + 1 < sl1 && (sl * kL) / g.cg == ((sl + 1) * kL) / g.cg;  // two slices of one group
+      for (int64_t i0 = 0; i0 < m; i0 += kQB) {
+        if (pair)
+          flat_block_sums<2>(g, v, wp, zeros, p0, i0, m, sl);
+        else
+          flat_block_sums<1>(g, v, wp, zeros, p0, i0, m, sl);
+      }
+      sl += pair ? 2 : 1;
+    }
     return;
   }
   for (int64_t sl = sl0; sl < sl1; ++sl)
@@ -238,15 +256,16 @@ class CpuGrouped final : public Algorithm {
     if (p.c % kL != 0) return Support::no("it needs C % 16 == 0 (16-channel slices of whole groups).");
     return Support::yes();
   }
-  // Chosen for every layer it takes but NHWC ones of 32 or more channels a group. Measured (2-vCPU AMD EPYC,
-  // batch 1, against cpu_im2col_gemm's GEMM a group in the same process, OpenBLAS on its AVX-512 kernels;
-  // docs/perf.md 2026-12-05): 2.6-12x faster at 4 and 8 channels a group (ResNeXt-50 at 160x160), 1.3-1.8x at
-  // 16 in NHWC and 2.5-4x in NCHW, where the GEMM needs a column matrix; at 32 channels a group NHWC's GEMM
-  // a group is wide enough: f32 0.058 against 0.071 ms (1024@5), 0.085 against 0.100 (1024@7), bf16 0.049
-  // against 0.064 and 0.088 against 0.133.
+  // Chosen for every layer it takes but bfloat16 NHWC ones of 64 or more channels a group where the CPU has a
+  // bfloat16 dot product. Measured (2-vCPU AMD EPYC, batch 1, against cpu_im2col_gemm's GEMM a group in the
+  // same process, OpenBLAS on its AVX-512 kernels; docs/perf.md 2026-12-05): 2.6-12x faster at 4 and 8
+  // channels a group (ResNeXt-50 at 160x160), 1.3-1.8x at 16 and 32 in NHWC (1024@5 f32 0.055-0.064 ms
+  // against 0.076) and 2.5-4x in NCHW, where the GEMM needs a column matrix; at 64 channels a group the bf16
+  // GEMM a group (gemm_bf16, on the dot product) is wider and faster: 0.118 against 0.143 ms (256@14 g4).
   Support heuristic_choice(const Conv2dProblem& p, const ConvConfig& cfg, const Operands&) const override {
-    if (cfg.layout == Layout::nhwc && p.c_per_group() >= 32)
-      return Support::no("in NHWC with 32 or more channels a group cpu_im2col_gemm's GEMM a group measured faster.");
+    if (cfg.layout == Layout::nhwc && cfg.dtype == DType::bf16 && p.c_per_group() >= 64 && cpu_bf16_native())
+      return Support::no("bfloat16 NHWC with 64 or more channels a group: cpu_im2col_gemm's GEMM a group on the "
+                         "CPU's bfloat16 dot product measured faster.");
     return Support::yes();
   }
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
