@@ -400,8 +400,10 @@ TEST(Registry, SelectTakesTheFirstAlgorithmThatCanAndNeverAPeer) {
       const Conv2dProblem p = Conv2dProblem::parse(s);
       const ConvConfig cfg{DType::f32, l, Device::cpu, MathMode::strict};
       const Algorithm* want = nullptr;
-      for (const Algorithm* a : algorithms())
-        if (a->device() == Device::cpu && a->available() && a->can_implement(p, cfg) && ckt::plain(*a)) {
+      for (const Algorithm* a : algorithms())  // (the first whose heuristic also takes it: cpu_im2col_gemm
+                                                // leaves the 3-4 channel stems to cpu_direct)
+        if (a->device() == Device::cpu && a->available() && a->can_implement(p, cfg) && ckt::plain(*a) &&
+            a->heuristic_choice(p, cfg, Operands{})) {
           want = a;
           break;
         }

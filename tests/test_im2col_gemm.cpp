@@ -62,4 +62,18 @@ TEST(Im2colGemm, OtherPathsWithinBoundEveryActivation) {
   }
 }
 
+// The heuristic leaves float32 stems (up to 4 input channels, 3x3 or larger) to cpu_direct, and keeps the rest.
+TEST(Im2colGemm, LeavesFloat32StemsToCpuDirect) {
+  if (find_algorithm("cpu_im2col_gemm") == nullptr || !find_algorithm("cpu_im2col_gemm")->available())
+    GTEST_SKIP() << "cpu_im2col_gemm is not in this build";
+  for (Layout l : {Layout::nchw, Layout::nhwc}) {
+    const ConvConfig f32{DType::f32, l, Device::cpu, MathMode::strict}, bf16{DType::bf16, l, Device::cpu, MathMode::strict};
+    for (const char* stem : {"n1c3h224w224k64r7s7p3u2", "n2c3h160w160k32r3s3p1u2", "n1c4h33w33k16r5s5p2"})
+      EXPECT_EQ(select(Conv2dProblem::parse(stem), f32).name(), "cpu_direct") << stem << " " << to_string(l);
+    EXPECT_EQ(select(Conv2dProblem::parse("n1c3h224w224k64r7s7p3u2"), bf16).name(), "cpu_im2col_gemm") << to_string(l);
+    EXPECT_EQ(select(Conv2dProblem::parse("n1c8h32w32k16r3s3p1"), f32).name(), "cpu_im2col_gemm") << to_string(l);
+    EXPECT_EQ(select(Conv2dProblem::parse("n1c3h32w32k16r1s1"), f32).name(), "cpu_im2col_gemm") << to_string(l);
+  }
+}
+
 }  // namespace

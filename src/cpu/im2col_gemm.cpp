@@ -30,6 +30,7 @@
 
 #include "common/activation.hpp"
 #include "common/element.hpp"
+#include "convkit/convkit.hpp"
 #include "core/registry.hpp"
 #include "cpu/epilogue_span.hpp"
 #include "cpu/gemm_bf16.hpp"
@@ -139,9 +140,19 @@ class CpuIm2colGemm final : public Algorithm {
   // A 16-bit depthwise layer is one tiny GEMM a channel: cpu_ref's direct loop measured faster there (CPU,
   // MobileNetV2's depthwise layers at 4x4, bf16: 960 channels 1.18 ms against 0.26; scripts/bench_host.py).
   // (With one channel a group and out, cpu_depthwise comes first; this is for multipliers above 1.)
+  // A network's first layer (float32, up to 4 input channels, a 3x3 or larger filter: the RGB stem) goes to
+  // cpu_direct: its column matrix is R*S*C rows of every output pixel, built and read once for a GEMM 3 to 4
+  // x R*S deep. Measured (2-vCPU AMD EPYC, batch 1 and 4, against this in the same process; docs/perf.md
+  // 2026-12-05): ResNet's 7x7 stride-2 3 -> 64 at 160 and 224, 1.5-2.1x in NHWC and 1.4-1.6x in NCHW;
+  // MobileNet's 3x3 stride-2 3 -> 32, 1.7-1.8x in NHWC, even in NCHW.
   Support heuristic_choice(const Conv2dProblem& p, const ConvConfig& cfg, const Operands&) const override {
     if (cfg.dtype != DType::f32 && p.c_per_group() == 1 && p.groups > 1)
       return Support::no("a 16-bit depthwise layer is one tiny GEMM a channel here: cpu_ref measured faster.");
+    if (cfg.dtype == DType::f32 && p.groups == 1 && p.c <= 4 && p.r * p.s >= 9) {
+      const Algorithm* direct = find_algorithm("cpu_direct");
+      if (direct != nullptr && direct->can_implement(p, cfg))
+        return Support::no("a float32 stem (up to 4 input channels, 3x3 or larger): cpu_direct measured faster.");
+    }
     return Support::yes();
   }
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
