@@ -13,22 +13,26 @@
 //     pixel j of filter column s is at a compile-time offset j*stride + s*dilation; reused by every
 //     output-channel block. NCHW rows copy contiguously; NHWC is transposed on the way in.
 // Input channels are processed in chunks that fit those buffers; partial sums go to dst, and the epilogue
-// is fused: the first chunk writes alpha*acc + bias + beta*residual (reading each residual element just
-// before writing the same dst element, so an aliased residual is fine), later chunks add alpha*acc, the
-// last applies the activation.
+// is fused: the first chunk writes alpha*acc + bias + beta*residual (reading a tile's residual elements
+// before writing the same dst elements, so an aliased residual is fine), later chunks add alpha*acc, the
+// last applies the activation to the whole tile at once (epilogue_span.hpp).
 // Parallelism: OpenMP over work items (image, group, block of output channels, block of output rows),
 // split by channels when the weights outweigh the input (late ResNet layers) and by rows otherwise.
 // Measured 2026-11-29 on the 2-vCPU AMD EPYC (Zen 4, AVX-512), GCC 12 -O3 -march=native, batch-1
 // ResNet-50 layers, ONE thread, best of 20 (the machine was heavily loaded): NHWC 64-94 GFLOP/s on the
 // 56x56..14x14 layers (0.6-0.85x oneDNN's execute-only time), NCHW 40-77 GFLOP/s; the 7x7 layers only
 // 9-40 GFLOP/s (half of each 14-pixel tile is idle when Q = 7, and packing the large weights is not
-// amortised over so few pixels): cpu_im2col_gemm is the better path there.
+// amortised over so few pixels): cpu_im2col_gemm is the better path there. The heuristic's choice for
+// float32 stems (3-4 input channels; docs/perf.md 2026-12-05, 2 threads, against oneDNN in the same process):
+// 7x7 stride-2 3 -> 64 at 160x160 NCHW 0.458 ms (0.335), NHWC 0.340 (0.235); 3x3 stride-2 3 -> 32 at 224x224
+// NCHW 0.139 (0.123), NHWC 0.113 (0.050).
 #include <algorithm>
 #include <cstring>
 
 #include <omp.h>
 
 #include "common/activation.hpp"
+#include "cpu/epilogue_span.hpp"
 #include "core/registry.hpp"
 
 namespace convkit::detail {
@@ -232,50 +236,33 @@ class CpuDirect final : public Algorithm {
               micro_kernel<KV, 2>(slab, cols, cb, R, S, pb.dilation_w, 2, wk, tile);
             else
               micro_kernel<KV, 0>(slab, cols, cb, R, S, pb.dilation_w, pb.stride_w, wk, tile);
-            // Merge the tile into dst with the epilogue.
+            // Merge the tile into dst with the epilogue: the sums so far (alpha * tile, plus the bias and beta *
+            // residual on the first chunk, plus dst's partial sums on later ones), then on the last chunk the
+            // activation over the whole tile at once (epilogue_span decides it once a tile: an element at a
+            // time, relu6 and SiLU cost the 3x3 3 -> 32 stem 2.5-4.5x its convolution), then the stores.
             const int64_t nk = std::min<int64_t>(KB, Kg - kb * KB);
             const int64_t kbase = g * Kg + kb * KB;
-            if (nhwc && nk == KB && (e.activation == Activation::none || e.activation == Activation::relu)) {
-              // Whole vectors along the contiguous channel dimension.
-              const bool relu = e.activation == Activation::relu;
-              for (int64_t j = 0; j < nq; ++j) {
-                const int64_t o = ((n * P + p) * Q + q0 + j) * pb.k + kbase;
-                for (int v = 0; v < KV; ++v) {
-                  v16 val = e.alpha * *reinterpret_cast<const v16*>(tile + j * KB + v * kLanes);
-                  if (first) {
-                    if (bias) val += *reinterpret_cast<const v16u*>(bias + kbase + v * kLanes);
-                    if (res) val += e.beta * *reinterpret_cast<const v16u*>(res + o + v * kLanes);
-                  } else {
-                    val += *reinterpret_cast<const v16u*>(y + o + v * kLanes);
-                  }
-                  if (last && relu) val = val > 0.0f ? val : v16{};
-                  *reinterpret_cast<v16u*>(y + o + v * kLanes) = val;
-                }
-              }
-              continue;
-            }
-            // General case (NCHW, or a channel tail, or an activation other than relu): per channel, a run of nq pixels that is
-            // contiguous in NCHW; branches hoisted out of the pixel loop so it vectorises.
-            for (int64_t kk = 0; kk < nk; ++kk) {
-              const int64_t k = kbase + kk;
-              const float b = bias ? bias[k] : 0.0f;
-              const int64_t ostep = nhwc ? pb.k : 1;
-              const int64_t o0 = nhwc ? ((n * P + p) * Q + q0) * pb.k + k : ((n * pb.k + k) * P + p) * Q + q0;
-              float v[kQB];
-              for (int64_t j = 0; j < nq; ++j) v[j] = e.alpha * tile[j * KB + kk];
+            // output (q0 + j, channel kbase + kk): NHWC base_j + kk, NCHW base_kk + j
+            const int64_t pix0 = (n * P + p) * Q + q0, plane = P * Q;
+            auto out = [&](int64_t j, int64_t kk) {
+              return nhwc ? (pix0 + j) * pb.k + kbase + kk : (n * pb.k + kbase + kk) * plane + p * Q + q0 + j;
+            };
+            for (int64_t j = 0; j < nq; ++j) {
+              float* t = tile + j * KB;
+              for (int64_t kk = 0; kk < nk; ++kk) t[kk] *= e.alpha;
               if (first) {
-                for (int64_t j = 0; j < nq; ++j) v[j] += b;
+                if (bias)
+                  for (int64_t kk = 0; kk < nk; ++kk) t[kk] += bias[kbase + kk];
                 if (res)
-                  for (int64_t j = 0; j < nq; ++j) v[j] += e.beta * res[o0 + j * ostep];
+                  for (int64_t kk = 0; kk < nk; ++kk) t[kk] += e.beta * res[out(j, kk)];
               } else {
-                for (int64_t j = 0; j < nq; ++j) v[j] += y[o0 + j * ostep];
+                for (int64_t kk = 0; kk < nk; ++kk) t[kk] += y[out(j, kk)];
               }
-              if (last && e.activation == Activation::relu)
-                for (int64_t j = 0; j < nq; ++j) v[j] = v[j] > 0.0f ? v[j] : 0.0f;
-              else if (last && e.activation != Activation::none)
-                for (int64_t j = 0; j < nq; ++j) v[j] = activate<float>(e.activation, v[j]);
-              for (int64_t j = 0; j < nq; ++j) y[o0 + j * ostep] = v[j];
             }
+            if (last && e.activation != Activation::none)
+              epilogue_span(e, 1.0f, DType::f32, tile, tile, nq * KB, nullptr, SpanBias::none, nullptr);
+            for (int64_t j = 0; j < nq; ++j)
+              for (int64_t kk = 0; kk < nk; ++kk) y[out(j, kk)] = tile[j * KB + kk];
           }
         }
     }

@@ -143,8 +143,9 @@ class CpuIm2colGemm final : public Algorithm {
   // A network's first layer (float32, up to 4 input channels, a 3x3 or larger filter: the RGB stem) goes to
   // cpu_direct: its column matrix is R*S*C rows of every output pixel, built and read once for a GEMM 3 to 4
   // x R*S deep. Measured (2-vCPU AMD EPYC, batch 1 and 4, against this in the same process; docs/perf.md
-  // 2026-12-05): ResNet's 7x7 stride-2 3 -> 64 at 160 and 224, 1.5-2.1x in NHWC and 1.4-1.6x in NCHW;
-  // MobileNet's 3x3 stride-2 3 -> 32, 1.7-1.8x in NHWC, even in NCHW.
+  // 2026-12-05): ResNet's 7x7 stride-2 3 -> 64 at 160 and 224, 1.8-2.2x in NCHW and 1.8-2.1x in NHWC;
+  // MobileNet's 3x3 stride-2 3 -> 32, 1.6x in NCHW and 1.7-1.8x in NHWC (cpu_direct with its activation
+  // over a tile at once; an element at a time, relu6 and SiLU made it slower than this).
   Support heuristic_choice(const Conv2dProblem& p, const ConvConfig& cfg, const Operands&) const override {
     if (cfg.dtype != DType::f32 && p.c_per_group() == 1 && p.groups > 1)
       return Support::no("a 16-bit depthwise layer is one tiny GEMM a channel here: cpu_ref measured faster.");
