@@ -24,8 +24,8 @@
 // bound (the output rounded once).
 // Needs K = C (Cg = Kg), groups > 1, Cg of 2, 4, 8 (C % 16 == 0) or a multiple of 16.
 // measured (2-vCPU AMD EPYC, batch 1, float32, ms, oneDNN in brackets; docs/perf.md 2026-12-05): ResNeXt-50 at
-// 160x160, NHWC: 128@40 (4 channels a group) 0.066 (0.172), 256@20 (8) 0.054 (0.063), 512@10 (16) 0.063
-// (0.033), 1024@5 (32) 0.055 (0.037); NCHW 0.117 (0.166), 0.074 (0.070), 0.063 (0.034), 0.077 (0.038).
+// 160x160, NHWC: 128@40 (4 channels a group) 0.083 (0.135), 256@20 (8) 0.061 (0.068), 512@10 (16) 0.068
+// (0.035), 1024@5 (32) 0.061 (0.031); NCHW 0.136 (0.173), 0.084 (0.073), 0.075 (0.039), 0.082 (0.044).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -258,10 +258,11 @@ class CpuGrouped final : public Algorithm {
   }
   // Chosen for every layer it takes but bfloat16 NHWC ones of 64 or more channels a group where the CPU has a
   // bfloat16 dot product. Measured (2-vCPU AMD EPYC, batch 1, against cpu_im2col_gemm's GEMM a group in the
-  // same process, OpenBLAS on its AVX-512 kernels; docs/perf.md 2026-12-05): 2.6-12x faster at 4 and 8
-  // channels a group (ResNeXt-50 at 160x160), 1.3-1.8x at 16 and 32 in NHWC (1024@5 f32 0.055-0.064 ms
-  // against 0.076) and 2.5-4x in NCHW, where the GEMM needs a column matrix; at 64 channels a group the bf16
-  // GEMM a group (gemm_bf16, on the dot product) is wider and faster: 0.118 against 0.143 ms (256@14 g4).
+  // same process, OpenBLAS on its AVX-512 kernels; docs/perf.md 2026-12-05): 3-8x faster at 4 and 8 channels
+  // a group (ResNeXt-50 at 160x160), 1.2x at 16 in NHWC, 3-5x at 16 and 32 in NCHW, where the GEMM needs a
+  // column matrix; at 32 in NHWC the two are within 20% either way from run to run (1024@5: 0.055-0.064 ms
+  // against 0.051-0.076); at 64 channels a group the bf16 GEMM a group (gemm_bf16, on the dot product) is
+  // wider and faster: 0.118 against 0.143 ms (256@14 g4).
   Support heuristic_choice(const Conv2dProblem& p, const ConvConfig& cfg, const Operands&) const override {
     if (cfg.layout == Layout::nhwc && cfg.dtype == DType::bf16 && p.c_per_group() >= 64 && cpu_bf16_native())
       return Support::no("bfloat16 NHWC with 64 or more channels a group: cpu_im2col_gemm's GEMM a group on the "
