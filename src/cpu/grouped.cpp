@@ -91,6 +91,21 @@ inline void transpose16(v16 (&r)[kL]) {
   transpose_step<1>(r);
 }
 
+// r[i] = the 16 consecutive elements of dtype D at element base + i * stride of src, as floats, i < 16 (the
+// rows of a 16 x 16 block that transpose16 turns).
+template <DType D>
+inline void load_rows16(v16 (&r)[kL], const void* src, int64_t base, int64_t stride) {
+  for (int i = 0; i < kL; ++i) {
+    if constexpr (D == DType::f32) {
+      load16(r[i], static_cast<const float*>(src) + base + i * stride);
+    } else {
+      float t[kL];
+      for (int j = 0; j < kL; ++j) t[j] = load_as_float(src, D, base + i * stride + j);
+      load16(r[i], t);
+    }
+  }
+}
+
 // One tap, Cg < 16: acc[j] += sum over c of spread_c(x[j]) * w[c] (w: [Cg][16] of the tap).
 template <int Cg, int NB, int c = 0>
 inline void tap_small(v16 (&acc)[NB], const v16 (&x)[NB], const float* w) {
@@ -309,15 +324,7 @@ class CpuGrouped final : public Algorithm {
       int64_t j0 = 0;
       for (; j0 + kL <= len; j0 += kL) {
         v16 r[kL];
-        for (int l = 0; l < kL; ++l) {
-          if constexpr (D == DType::f32) {
-            load16(r[l], static_cast<const float*>(wei) + base + l * len + j0);
-          } else {
-            float t[kL];
-            for (int j = 0; j < kL; ++j) t[j] = load_as_float(wei, D, base + l * len + j0 + j);
-            load16(r[l], t);
-          }
-        }
+        load_rows16<D>(r, wei, base + j0, len);
         transpose16(r);
         for (int j = 0; j < kL; ++j) store16(out + slot(j0 + j) * kL, r[j]);
       }
@@ -349,15 +356,7 @@ class CpuGrouped final : public Algorithm {
         int64_t w0 = 0;
         for (; w0 + kL <= g.w; w0 += kL) {
           v16 r[kL];
-          for (int i = 0; i < kL; ++i) {
-            if constexpr (D == DType::f32) {
-              load16(r[i], static_cast<const float*>(src) + base + i * plane + w0);
-            } else {
-              float t[kL];
-              for (int j = 0; j < kL; ++j) t[j] = load_as_float(src, D, base + i * plane + w0 + j);
-              load16(r[i], t);
-            }
-          }
+          load_rows16<D>(r, src, base + w0, plane);
           transpose16(r);
           for (int j = 0; j < kL; ++j) store16(oc + (w0 + j) * xc, r[j]);
         }
