@@ -22,7 +22,9 @@
 // Workspace: the filters packed [K/16 slices][R*S taps][Cg][16 lanes] as floats (16 x 16 transposes). f32
 // sums over taps in (r, s, c) order: bit-equal to cpu_ref on small integers; f16/bf16 within the 16-bit
 // bound (the output rounded once).
-// Needs K = C (Cg = Kg), groups > 1, Cg of 2, 4, 8 (C % 16 == 0) or a multiple of 16.
+// Needs K = C (Cg = Kg), groups > 1, Cg of 2, 4, 8 or a multiple of 16. Where C is not a multiple of 16 (2-8
+// channels a group: RegNet's 104 and 440), the last slice is partly past C: its filters there are zeros, its
+// staged input there zeros, and its lanes there are not stored.
 // measured (2-vCPU AMD EPYC, batch 1, float32, ms, oneDNN in brackets; docs/perf.md 2026-12-05): ResNeXt-50 at
 // 160x160, NHWC: 128@40 (4 channels a group) 0.083 (0.135), 256@20 (8) 0.061 (0.068), 512@10 (16) 0.068
 // (0.035), 1024@5 (32) 0.061 (0.031); NCHW 0.136 (0.173), 0.084 (0.073), 0.075 (0.039), 0.082 (0.044).
@@ -268,7 +270,6 @@ class CpuGrouped final : public Algorithm {
       return Support::no("it needs as many output as input channels a group (K = C), as ResNeXt's layers have.");
     if (!(cg == 2 || cg == 4 || cg == 8 || cg % kL == 0))
       return Support::no("it takes 2, 4, 8 or a multiple of 16 channels a group (whole groups in a 16-lane vector).");
-    if (p.c % kL != 0) return Support::no("it needs C % 16 == 0 (16-channel slices of whole groups).");
     return Support::yes();
   }
   // Chosen for every layer it takes but bfloat16 NHWC ones of 64 or more channels a group where the CPU has a
@@ -286,7 +287,7 @@ class CpuGrouped final : public Algorithm {
   }
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (!can_implement(p, cfg)) return 0;
-    return sizeof(float) * size_t(p.k * p.r * p.s * p.c_per_group());  // the packed filters
+    return sizeof(float) * size_t((p.k + kL - 1) / kL * kL * p.r * p.s * p.c_per_group());  // the packed filters
   }
   void run(const ConvCall& call) const override {
     const Conv2dProblem& pb = call.problem;
@@ -306,7 +307,12 @@ class CpuGrouped final : public Algorithm {
   }
 
  private:
-  static bool staged(const ConvConfig& cfg) { return cfg.layout == Layout::nchw || cfg.dtype != DType::f32; }
+  // Whether a unit stages its input (NCHW, 16-bit, or C off the 16-channel slices: the last slice reads 16
+  // channels, those past C from the staged copy's zeros) or reads it in place (f32 NHWC).
+  static bool staged(const ConvConfig& cfg, const Conv2dProblem& p) {
+    return cfg.layout == Layout::nchw || cfg.dtype != DType::f32 || p.c % kL != 0;
+  }
+  static int64_t slices_of(const Geometry& g) { return (g.k + kL - 1) / kL; }
 
   // The filters packed: wp[slice][tap][c][lane] = w[k = slice * 16 + lane][tap][c] (KCRS: w[k][c][tap]);
   // called inside the parallel region (work-shared over the slices). A slice's 16 filters are 16 rows of
@@ -318,23 +324,24 @@ class CpuGrouped final : public Algorithm {
     const int64_t taps = g.r * g.s, len = g.cg * taps;
     auto slot = [&](int64_t j) { return nchw ? (j % taps) * g.cg + j / taps : j; };  // j -> tap * Cg + c
 #pragma omp for schedule(static)
-    for (int64_t sl = 0; sl < g.k / kL; ++sl) {
+    for (int64_t sl = 0; sl < slices_of(g); ++sl) {
       float* out = wp + sl * len * kL;
       const int64_t base = sl * kL * len;  // filter sl * 16's first value
+      const int64_t lanes = std::min<int64_t>(kL, g.k - sl * kL);  // the last slice's filters past K: zeros
       int64_t j0 = 0;
-      for (; j0 + kL <= len; j0 += kL) {
+      for (; lanes == kL && j0 + kL <= len; j0 += kL) {
         v16 r[kL];
         load_rows16<D>(r, wei, base + j0, len);
         transpose16(r);
         for (int j = 0; j < kL; ++j) store16(out + slot(j0 + j) * kL, r[j]);
       }
       for (int64_t j = j0; j < len; ++j)
-        for (int l = 0; l < kL; ++l) out[slot(j) * kL + l] = load_as_float(wei, D, base + l * len + j);
+        for (int l = 0; l < kL; ++l) out[slot(j) * kL + l] = l < lanes ? load_as_float(wei, D, base + l * len + j) : 0.0f;
     }
   }
 
   // Input rows [h0, h1) and channels [c0, c1) of image n as NHWC floats into xb[h - h0][w][c - c0] (NCHW:
-  // from src[n][c][h][w]). c0 and c1 are multiples of 16.
+  // from src[n][c][h][w]), channels from C on as zeros. c0 and c1 are multiples of 16.
   template <DType D>
   static void stage_rows(const Geometry& g, const void* src, bool nchw, int64_t n, int64_t h0, int64_t h1,
                          int64_t c0, int64_t c1, float* xb) {
@@ -342,9 +349,11 @@ class CpuGrouped final : public Algorithm {
     for (int64_t h = h0; h < h1; ++h) {
       float* o = xb + (h - h0) * g.w * xc;
       if (!nchw) {
+        const int64_t real = std::min(c1, g.c) - c0;
         for (int64_t w = 0; w < g.w; ++w) {
           const int64_t base = ((n * g.h + h) * g.w + w) * g.c + c0;
-          for (int64_t i = 0; i < xc; ++i) o[w * xc + i] = load_as_float(src, D, base + i);
+          for (int64_t i = 0; i < real; ++i) o[w * xc + i] = load_as_float(src, D, base + i);
+          for (int64_t i = real; i < xc; ++i) o[w * xc + i] = 0.0f;
         }
         continue;
       }
@@ -353,15 +362,16 @@ class CpuGrouped final : public Algorithm {
       for (int64_t cb = c0; cb < c1; cb += kL) {
         const int64_t base = ((n * g.c + cb) * g.h + h) * g.w, plane = g.h * g.w;  // channel cb's row h
         float* oc = o + (cb - c0);
+        const int64_t real = std::min<int64_t>(kL, g.c - cb);  // the last block's channels past C: zeros
         int64_t w0 = 0;
-        for (; w0 + kL <= g.w; w0 += kL) {
+        for (; real == kL && w0 + kL <= g.w; w0 += kL) {
           v16 r[kL];
           load_rows16<D>(r, src, base + w0, plane);
           transpose16(r);
           for (int j = 0; j < kL; ++j) store16(oc + (w0 + j) * xc, r[j]);
         }
         for (int64_t w = w0; w < g.w; ++w)
-          for (int i = 0; i < kL; ++i) oc[w * xc + i] = load_as_float(src, D, base + i * plane + w);
+          for (int i = 0; i < kL; ++i) oc[w * xc + i] = i < real ? load_as_float(src, D, base + i * plane + w) : 0.0f;
       }
     }
   }
@@ -398,7 +408,7 @@ class CpuGrouped final : public Algorithm {
     int64_t rb = 1, sb = 1;
   };
   static Units plan_units(const Geometry& g, bool staging, bool broadcast, int threads) {
-    const int64_t slices = g.k / kL;
+    const int64_t slices = slices_of(g);
     Units u;
     if (broadcast) {
       u.rb = std::max<int64_t>(1, std::min<int64_t>(g.p, 256 / std::max<int64_t>(1, g.q)));
@@ -428,11 +438,11 @@ class CpuGrouped final : public Algorithm {
     const Conv2dProblem& pb = call.problem;
     const Geometry g(pb);
     const DType dt = call.config.dtype;
-    const bool nchw = call.config.layout == Layout::nchw, staging = staged(call.config), broadcast = CG == 0;
+    const bool nchw = call.config.layout == Layout::nchw, staging = staged(call.config, pb), broadcast = CG == 0;
     const Epilogue& e = call.epilogue;
     const size_t es = dtype_size(dt);
     float* wp = static_cast<float*>(call.workspace);
-    const int64_t slices = g.k / kL;
+    const int64_t slices = slices_of(g);
     const Units u = plan_units(g, staging, broadcast, omp_get_max_threads());
     const int64_t row_blocks = (g.p + u.rb - 1) / u.rb, slice_blocks = (slices + u.sb - 1) / u.sb;
     // the most input channels a slice block reads
@@ -465,6 +475,8 @@ class CpuGrouped final : public Algorithm {
           for (int64_t sbi = 0; sbi < slice_blocks; ++sbi) {
             const int64_t p0 = rbi * u.rb, p1 = std::min(g.p, p0 + u.rb), m = (p1 - p0) * g.q;
             const int64_t sl0 = sbi * u.sb, sl1 = std::min(slices, sl0 + u.sb), k0 = sl0 * kL, kn = (sl1 - sl0) * kL;
+            const int64_t kv = std::min(g.k, sl1 * kL) - k0;  // the unit's output channels (the last slice's
+                                                              // lanes past K are computed, not stored)
             // unstaged: image n's row h is row n * H + h of the input
             View v{static_cast<const float*>(call.src.data), -n * g.h, g.c, 0, sums, kn, k0};
             if (staging) {  // the unit's input rows and channels as NHWC floats
@@ -487,7 +499,7 @@ class CpuGrouped final : public Algorithm {
             if (!nchw) {  // the unit's pixels are consecutive in NHWC; its channels a run of each
               for (int64_t i = 0; i < m; ++i) {
                 const int64_t o = ((n * g.p + p0) * g.q + i) * g.k + k0;
-                epilogue_span(e, e.alpha, dt, sums + i * kn, const_cast<char*>(at(call.dst.data, o)), kn,
+                epilogue_span(e, e.alpha, dt, sums + i * kn, const_cast<char*>(at(call.dst.data, o)), kv,
                               e.bias ? at(e.bias, k0) : nullptr, SpanBias::per_element,
                               e.residual ? at(e.residual, o) : nullptr);
               }
@@ -505,7 +517,7 @@ class CpuGrouped final : public Algorithm {
               }
             for (int64_t i = i0; i < m; ++i)
               for (int64_t c = 0; c < kn; ++c) tr[c * m + i] = sums[i * kn + c];
-            for (int64_t c = 0; c < kn; ++c) {  // channel k0 + c's pixels of rows [p0, p1): one run of its plane
+            for (int64_t c = 0; c < kv; ++c) {  // channel k0 + c's pixels of rows [p0, p1): one run of its plane
               const int64_t o = ((n * g.k + k0 + c) * g.p + p0) * g.q;
               epilogue_span(e, e.alpha, dt, tr + c * m, const_cast<char*>(at(call.dst.data, o)), m,
                             e.bias ? at(e.bias, k0 + c) : nullptr, SpanBias::one,
