@@ -770,9 +770,10 @@ bool mma_take(const Conv2dProblem& pb, const ConvConfig& cfg, MmaChoice choice) 
 // too (the last chunk's box runs past C: the copy engine fills zeros, the lanes past C store nothing), for
 // 128-byte box rows instead of 64.
 // refill 1 ("/w"): the last warp to read a stage refills it, instead of thread 0 after a block barrier (the
-// barrier was 12% of the stall samples at mbv2_dw3x3_144_56, docs/perf.md 2026-12-05). A trial: not yet run
-// on a GPU, so the heuristic never chooses it and variants() lists it only under CONVKIT_DEPTHWISE_TRIAL=1
-// (the autotuner times what variants() lists); a call that names it runs it (the GPU tests do).
+// barrier was 12% of the stall samples at mbv2_dw3x3_144_56, docs/perf.md 2026-12-05). A trial that measured
+// no faster on an H100 (0.98-1.01x its barrier variant on MobileNetV2's layers): the heuristic never chooses
+// it and variants() lists it only under CONVKIT_DEPTHWISE_TRIAL=1 (the autotuner times what variants()
+// lists); a call that names it runs it (the GPU tests do, under memcheck and racecheck too).
 struct TmaChoice {
   int threads = 256, stages = 2, cl = 0, refill = 0;
 };
