@@ -39,6 +39,10 @@ const char* kGroupedMmaSpecs[] = {
 // row; two whole images a tile.
 const char* kGroupedPipeSpecs[] = {"n32c64h34w33k64r3s3p1g8", "n600c64h7w7k64r3s3p1g8"};
 
+// Tiles of several staged rows that reach past the image's top and bottom (the staging's row bounds): stride
+// 2 with an odd image height, 16 channels a group; stride 1 at 32 channels a group, 40 columns.
+const char* kGroupedRowSpecs[] = {"n2c128h27w28k128r3s3p1u2g8", "n1c128h40w40k128r3s3p1g4"};
+
 const Algorithm* grouped() { return find_algorithm("cuda_grouped"); }
 const Algorithm* grouped_mma() { return find_algorithm("cuda_grouped_mma"); }
 
@@ -119,9 +123,9 @@ TEST(CudaGroupedMma, GaussianWithinBoundEveryActivation) {
   }
 }
 
-// Every variant ("tile", "pipe") on every shape of the three lists it takes: bit-equal on small integers with
-// every exact epilogue (the residual in place on every other one), within the bound on Gaussian data with
-// every activation.
+// Every variant ("tile", "pipe") on every shape of the four lists it takes: bit-equal on small
+// integers with every exact epilogue (the residual in place on every other one), within the bound on Gaussian
+// data with every activation.
 TEST(CudaGroupedMma, EveryVariantOnEveryShape) {
   const Algorithm* a = grouped_mma();
   if (a == nullptr) GTEST_SKIP() << "cuda_grouped_mma is not in this build";
@@ -129,6 +133,7 @@ TEST(CudaGroupedMma, EveryVariantOnEveryShape) {
   std::vector<const char*> specs(std::begin(kGroupedMmaSpecs), std::end(kGroupedMmaSpecs));
   specs.insert(specs.end(), std::begin(kGroupedSpecs), std::end(kGroupedSpecs));
   specs.insert(specs.end(), std::begin(kGroupedPipeSpecs), std::end(kGroupedPipeSpecs));
+  specs.insert(specs.end(), std::begin(kGroupedRowSpecs), std::end(kGroupedRowSpecs));
   uint32_t seed = 1500;
   int ran = 0, pipes = 0, act = 0;
   for (DType dt : {DType::bf16, DType::f16})

@@ -28,9 +28,9 @@
 // (plan_of).
 // Variants: "tile" (this file's kernel) and "pipe" (grouped_mma_pipe.cuh: persistent, the next tile in
 // flight); the heuristic's rule is at heuristic_pipe.
-// measured (H200, 2026-12-04, bf16 batch 32, docs/perf.md): rnx50_g3x3_128_56_g32 0.0438 ms (1.19x cuDNN; ncu
-// 41 us, 24.7 M instructions), rnx50_g3x3_256_28_g32 0.0264 ms (1.23x), rnx50_g3x3_1024_7_g32 0.0168 ms (2 images
-// a block; 0.82x); the heuristic's kernel over ResNeXt-50's 7 grouped layers: geomean 0.89x cuDNN.
+// measured (H100, 2026-12-05, bf16 batch 32, cuDNN in the same process, docs/perf.md): rnx50_g3x3_128_56_g32
+// 0.0434 ms (1.22x cuDNN), rnx50_g3x3_256_28_g32 0.0261 (1.33x), rnx50_g3x3s2_256_56_g32 0.0448 (0.92x),
+// rnx50_g3x3s2_512_28_g32 0.0293 (pipe; 0.78x), rnx50_g3x3_1024_7_g32 0.0156 (pipe; 0.86x).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -142,33 +142,38 @@ __device__ __forceinline__ int gm_slot(const GmPlan& t, int img, int y, int x) {
 
 // Stage the input tile of each of the block's images whose first output is (n0, p0, q0) into s_in (zeros
 // outside the image, past C and past N), 16 bytes a piece: [image][ih][iw] pixels. Aligned: by cp.async
-// (the caller commits and waits), row by row, so that no piece costs a division or its own 64-bit row
-// offset and all of a thread's pieces are in flight at once (ncu: the loop that stepped each piece's pixel
-// with a carry took 74 instructions a piece, 18% of the kernel's at 128@56).
+// (the caller commits and waits) down the staged columns, so that a piece costs a bounds test, a select and
+// two adds: a thread's chunk and columns are fixed (at most iw / 32 of them, usually one), so its column's
+// slot, global offset and bounds test are computed once a column, and a step down a row adds a row's stride
+// to both offsets. (ncu: stepping each piece's pixel with a carry took 74 instructions a piece, 18% of the
+// one-tile kernel's at 128@56; a row's offset and slot computed again each row, 65 a piece at 512@28 stride
+// 2, where a row has one piece a thread.)
 template <typename T>
 __device__ __forceinline__ void gm_stage_input(const ConvDims& d, const GmPlan& t, bool aligned, const T* __restrict__ src,
                                                unsigned char* s_in, int64_t n0, int p0, int q0, int c0) {
   const int tid = threadIdx.x;
   const int h0 = p0 * d.stride_h - d.pad_h, w0 = q0 * d.stride_w - d.pad_w;
   if (aligned) {
-    // a thread's chunk is fixed; its pixels are every kPx-th of each staged row, so that the row's global
-    // offset is computed once a row and a piece costs a multiply-add and its bounds test
     constexpr int kPx = kThreads / kChunks;
     const int c = tid % kChunks, ch = c0 + c * 8;
     const bool c_in = ch < d.c;  // C % 8 == 0: a chunk is all in or all out
+    // the staged rows y in [y_lo, y_hi) are inside the image
+    const int y_lo = max(0, -h0), y_hi = min(t.ih, d.h - h0);
+    const int64_t g_row = int64_t(d.w) * d.c;
+    const uint32_t s_row = uint32_t(t.iws * kPitch);
     const uint32_t s_base = uint32_t(__cvta_generic_to_shared(s_in)) + uint32_t(c * 16);
     for (int img = 0; img < t.nimg; ++img) {
       const int64_t n = n0 + img;
-      for (int y = 0; y < t.ih; ++y) {
-        const int h = h0 + y;
-        const bool row_ok = c_in && n < d.n && h >= 0 && h < d.h;
-        const int64_t row = (n * d.h + h) * d.w * d.c + ch;
-        const uint32_t s_row = s_base + uint32_t((img * t.ih + y) * t.iws * kPitch);
-        for (int x = tid / kChunks; x < t.iw; x += kPx) {
-          const int w = w0 + x;
-          const bool ok = row_ok && w >= 0 && w < d.w;
-          cp_async16(s_row + uint32_t(((x & (t.de - 1)) * t.wh + (x >> (t.de - 1))) * kPitch),
-                     ok ? src + row + int64_t(w) * d.c : src, ok);
+      const bool img_ok = c_in && n < d.n;
+      for (int x = tid / kChunks; x < t.iw; x += kPx) {
+        const int w = w0 + x;
+        const bool col_ok = img_ok && w >= 0 && w < d.w;
+        int64_t g = ((n * d.h + h0) * d.w + w) * d.c + ch;  // row 0's piece (used only where inside)
+        uint32_t s = s_base + uint32_t((img * t.ih * t.iws + (x & (t.de - 1)) * t.wh + (x >> (t.de - 1))) * kPitch);
+#pragma unroll 1
+        for (int y = 0; y < t.ih; ++y, g += g_row, s += s_row) {
+          const bool ok = col_ok && y >= y_lo && y < y_hi;
+          cp_async16(s, ok ? src + g : src, ok);
         }
       }
     }
