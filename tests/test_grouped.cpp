@@ -123,9 +123,9 @@ TEST(CudaGroupedMma, GaussianWithinBoundEveryActivation) {
   }
 }
 
-// Every variant ("tile", "pipe") on every shape of the four lists it takes: bit-equal on small
-// integers with every exact epilogue (the residual in place on every other one), within the bound on Gaussian
-// data with every activation.
+// Every variant ("tile", "pipe") on every shape of the four lists it takes: bit-equal on small integers with
+// every exact epilogue (the residual in place on every other one), within the bound on Gaussian data with
+// every activation.
 TEST(CudaGroupedMma, EveryVariantOnEveryShape) {
   const Algorithm* a = grouped_mma();
   if (a == nullptr) GTEST_SKIP() << "cuda_grouped_mma is not in this build";

@@ -143,7 +143,7 @@ __device__ __forceinline__ int gm_slot(const GmPlan& t, int img, int y, int x) {
 // Stage the input tile of each of the block's images whose first output is (n0, p0, q0) into s_in (zeros
 // outside the image, past C and past N), 16 bytes a piece: [image][ih][iw] pixels. Aligned: by cp.async
 // (the caller commits and waits) down the staged columns, so that a piece costs a bounds test, a select and
-// two adds: a thread's chunk and columns are fixed (at most iw / 32 of them, usually one), so its column's
+// two adds: a thread's chunk and columns are fixed (ceil(iw / 32) at most, usually one), so its column's
 // slot, global offset and bounds test are computed once a column, and a step down a row adds a row's stride
 // to both offsets. (ncu: stepping each piece's pixel with a carry took 74 instructions a piece, 18% of the
 // one-tile kernel's at 128@56; a row's offset and slot computed again each row, 65 a piece at 512@28 stride
