@@ -25,7 +25,6 @@ constexpr std::string_view kOverrides[] = {
     "CONVKIT_WGMMA_A_TMA",              // 0: activations by cp.async, never the TMA
     "CONVKIT_WGMMA_IM2COL",             // 0: no TMA im2col mode
     "CONVKIT_CUDNN_RTC",                // 0: the cuDNN peer without runtime-compiled engines
-    "CONVKIT_DEPTHWISE_TRIAL",          // 1: cuda_depthwise lists its variants not yet timed on a GPU
 };
 
 }  // namespace

@@ -22,7 +22,7 @@
 // kernel (depthwise_cols.cuh) walks one output column a thread with no shared memory; the tensor-core kernel
 // (depthwise_mma.cuh) runs two taps a multiply on mma.sync; the TMA kernel (depthwise_tma.cuh, Hopper) has
 // its tiles copied in by the tensor-memory-access engine in a persistent grid. Each is a variant
-// ("rows/<threads>/d<depth>", "mma/<pixels>/s<steps>", "tma/<threads>/s<stages>[/c2][/w]", "cols", "window",
+// ("rows/<threads>/d<depth>", "mma/<pixels>/s<steps>", "tma/<threads>/s<stages>[/c2]", "cols", "window",
 // "general"); heuristic_kernel says which it takes where.
 // nvcc -Xptxas -v (sm_90): general 32-78 registers, window 55-64, rows 78-100, mma 104-157, no spills.
 // measured (H200, 2026-12-04, commit beff812, bf16 NHWC batch 32, the heuristic's kernel): every depthwise
@@ -769,28 +769,14 @@ bool mma_take(const Conv2dProblem& pb, const ConvConfig& cfg, MmaChoice choice) 
 // cl: channels a lane, 0 = tma_lane_channels' choice; 2 ("/c2") = two 16-bit channels a lane where C % 64 != 0
 // too (the last chunk's box runs past C: the copy engine fills zeros, the lanes past C store nothing), for
 // 128-byte box rows instead of 64.
-// refill 1 ("/w"): the last warp to read a stage refills it, instead of thread 0 after a block barrier (the
-// barrier was 12% of the stall samples at mbv2_dw3x3_144_56, docs/perf.md 2026-12-05). A trial that measured
-// no faster on an H100 (0.98-1.01x its barrier variant on MobileNetV2's layers): the heuristic never chooses
-// it and variants() lists it only under CONVKIT_DEPTHWISE_TRIAL=1 (the autotuner times what variants()
-// lists); a call that names it runs it (the GPU tests do, under memcheck and racecheck too).
 struct TmaChoice {
-  int threads = 256, stages = 2, cl = 0, refill = 0;
+  int threads = 256, stages = 2, cl = 0;
 };
-constexpr TmaChoice kTmaChoices[] = {{256, 2, 0}, {256, 3, 0}, {256, 4, 0}, {128, 3, 0}, {128, 4, 0}, {256, 2, 2},
-                                    {256, 3, 2},  {256, 2, 0, 1}, {256, 3, 0, 1}, {128, 3, 0, 1}, {256, 2, 2, 1}};
+constexpr TmaChoice kTmaChoices[] = {{256, 2, 0}, {256, 3, 0}, {256, 4, 0}, {128, 3, 0},
+                                    {128, 4, 0}, {256, 2, 2}, {256, 3, 2}};
 
 std::string tma_name(TmaChoice c) {
-  return "tma/" + std::to_string(c.threads) + "/s" + std::to_string(c.stages) + (c.cl == 2 ? "/c2" : "") +
-         (c.refill ? "/w" : "");
-}
-
-bool trial_variants_listed() {
-  static const bool on = [] {
-    const char* v = env_override("CONVKIT_DEPTHWISE_TRIAL");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return on;
+  return "tma/" + std::to_string(c.threads) + "/s" + std::to_string(c.stages) + (c.cl == 2 ? "/c2" : "");
 }
 
 bool parse_tma_variant(const std::string& v, TmaChoice& c) {
@@ -859,7 +845,6 @@ DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   t.tiles_p = int((P + t.tile_p - 1) / t.tile_p);
   t.items = int(std::min<int64_t>(per_group * t.tiles_p, INT_MAX));
   t.threads = 32 * t.wc * t.wr;
-  t.refill = choice.refill;
   t.div_p = FastDiv(uint32_t(t.tiles_p));
   t.div_q = FastDiv(uint32_t(t.tiles_q));
   t.div_n = FastDiv(uint32_t(std::max<int64_t>(pb.n, 1)));
@@ -984,9 +969,8 @@ std::vector<std::string> variants_of(const Conv2dProblem& pb, const ConvConfig& 
                                  first.mma_choice.steps != c.steps))
       v.push_back(mma_name(c));
   for (TmaChoice c : kTmaChoices)
-    if ((c.refill == 0 || trial_variants_listed()) && tma_take(pb, cfg, c) && (first.kind != DwKernel::tma || first.tma_choice.threads != c.threads ||
-                                 first.tma_choice.stages != c.stages || first.tma_choice.cl != c.cl ||
-                                 first.tma_choice.refill != c.refill))
+    if (tma_take(pb, cfg, c) && (first.kind != DwKernel::tma || first.tma_choice.threads != c.threads ||
+                                 first.tma_choice.stages != c.stages || first.tma_choice.cl != c.cl))
       v.push_back(tma_name(c));
   if (cols_take(pb, cfg) && first.kind != DwKernel::cols) v.push_back(kCols);
   if (window_takes(pb, cfg) && first.kind != DwKernel::window) v.push_back(kWindow);

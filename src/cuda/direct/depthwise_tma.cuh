@@ -7,9 +7,8 @@
 // engine computes the addresses, and fills the padding (coordinates outside the image) with zeros, so the
 // other threads' instructions are the tile's shared-memory loads, the bf16/f16 unpacking and the FMAs. The
 // block is persistent: it takes tiles blockIdx.x, blockIdx.x + gridDim.x, ... and keeps `stages` of them
-// in flight on mbarriers, so the copies never wait for a block to start. A read stage is refilled either by
-// thread 0 after a block barrier (variants tma/...) or, with no barrier, by the last warp to release it
-// (variants tma/.../w: a shared-memory count of the warps done with each stage).
+// in flight on mbarriers, so the copies never wait for a block to start; thread 0 refills a stage once a
+// block barrier says every warp has read it.
 //
 // Work mapping: a tile = one image x kCb = 32 * kCl channels (64 or 128 bytes a pixel) x
 // (kPw * wr * nsub) output rows x (kQt * wc) output columns; its box is the input rows and columns those
@@ -53,8 +52,6 @@ struct DwTma {
   int items = 0;                // tiles: N * chunks * tiles_q * tiles_p (under 2^31)
   int64_t smem = 0;
   int threads = 32;
-  int refill = 0;               // who refills a read stage: 0 = thread 0 after a block barrier, 1 = the last warp
-                                // to release it (no barrier: see the kernel's NOTE)
   FastDiv div_p, div_q, div_n;  // tiles_p, tiles_q and N as divisors (the tile decode)
 };
 
@@ -84,7 +81,6 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
   constexpr int kRows = (kPw - 1) * kU + kK, kCols = (kQt - 1) * kU + kK;  // a thread's input window
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t full[kTmaMaxStages];
-  __shared__ uint32_t released[kTmaMaxStages];  // refill 1: warps that have read each stage, ever
   const uint32_t s_tiles = uint32_t(__cvta_generic_to_shared(smem));
   const uint32_t s_full = uint32_t(__cvta_generic_to_shared(full));
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
@@ -109,7 +105,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
                 tp * t.tile_p * kU - d.pad_h, n, bar);
   };
   if (threadIdx.x == 0) {
-    for (int s = 0; s < t.stages; ++s) mbar_init(s_full + 8 * s, 1), released[s] = 0;
+    for (int s = 0; s < t.stages; ++s) mbar_init(s_full + 8 * s, 1);
     mbar_init_fence();
     for (int s = 0; s < t.stages; ++s)
       if (int64_t(blockIdx.x) + int64_t(s) * gridDim.x < t.items) issue(int(blockIdx.x + s * gridDim.x), s);
@@ -171,30 +167,12 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
         }
       }
       if (sub == t.nsub - 1) {
-        // NOTE: every warp has read the stage before it is refilled; the refill then overlaps the stores.
-        // refill 0: a block barrier, then thread 0 issues the copy. refill 1: each warp releases the stage
-        // when its lanes are done with it (the warp barrier orders their shared-memory reads before lane 0's
-        // fence and count); the warp whose count completes a multiple of the block's warps is the last
-        // reader of this use of the stage and issues the copy, after ordering the generic-proxy reads
-        // before the copy engine's writes (fence.proxy.async). No warp waits for another here: a warp
-        // runs ahead until it waits on a stage's copy, which cannot start before every warp released the
-        // stage's previous use, so a waiter is never a whole phase ahead of the barrier's parity.
-        const bool more = int64_t(item) + int64_t(t.stages) * gridDim.x < t.items;
-        if (t.refill == 0) {
-          __syncthreads();
-          if (threadIdx.x == 0 && more) issue(item + t.stages * int(gridDim.x), stage);
-        } else {
-          __syncwarp();
-          if (lane == 0) {
-            __threadfence_block();
-            const uint32_t done = atomicAdd(&released[stage], 1u) + 1u;
-            if (more && done % (blockDim.x >> 5) == 0) {
-              __threadfence_block();
-              asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-              issue(item + t.stages * int(gridDim.x), stage);
-            }
-          }
-        }
+        // NOTE: every warp has read the stage before it is refilled (the barrier); the refill then
+        // overlaps the stores. (Refilled by the last warp to release it, with no barrier: no faster,
+        // docs/perf.md 2026-12-05.)
+        __syncthreads();
+        if (threadIdx.x == 0 && int64_t(item) + int64_t(t.stages) * gridDim.x < t.items)
+          issue(item + t.stages * int(gridDim.x), stage);
         if (++stage == t.stages) stage = 0, parity ^= 1u;
       }
 
