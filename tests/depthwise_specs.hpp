@@ -25,6 +25,9 @@ inline constexpr const char* kDepthwiseSpecs[] = {
     // 200 with 5x5), 7x7 stride 2 on odd sizes, padding past the filter (windows wholly in the padding),
     // more tiles than the grid has blocks (each block's stages wrap)
     "n3c144h30w30k144r3s3p1g144",    "n2c200h19w17k200r5s5p2g200",   "n2c72h23w29k72r7s7p3u2g72",
-    "n1c32h6w7k32r3s3p4g32",         "n16c64h64w64k64r3s3p1g64"};
+    "n1c32h6w7k32r3s3p4g32",         "n16c64h64w64k64r3s3p1g64",
+    // the TMA kernel's whole pixels (/px): C in two parts of 240, thread groups that straddle warps (96 at
+    // stride 2 on odd sizes; 24 channels: groups of 12 threads)
+    "n2c480h11w13k480r3s3p1g480",    "n2c96h25w27k96r3s3p1u2g96",    "n1c24h33w35k24r5s5p2g24"};
 
 }  // namespace ckt

@@ -769,14 +769,19 @@ bool mma_take(const Conv2dProblem& pb, const ConvConfig& cfg, MmaChoice choice) 
 // cl: channels a lane, 0 = tma_lane_channels' choice; 2 ("/c2") = two 16-bit channels a lane where C % 64 != 0
 // too (the last chunk's box runs past C: the copy engine fills zeros, the lanes past C store nothing), for
 // 128-byte box rows instead of 64.
+// px ("/px"): whole pixels. A tile holds every channel of its pixels (or of an equal part of C, where C is
+// over 256 channels: a box row's limit), a group of C / kCl threads shares each patch of outputs (a group
+// may straddle warps), so no lane idles on channels past C (at C = 144 the 64-channel chunks spend a quarter
+// of their work past C), 16-bit types take two channels a lane at any C, and a thread's taps load once.
 struct TmaChoice {
-  int threads = 256, stages = 2, cl = 0;
+  int threads = 256, stages = 2, cl = 0, px = 0;
 };
-constexpr TmaChoice kTmaChoices[] = {{256, 2, 0}, {256, 3, 0}, {256, 4, 0}, {128, 3, 0},
-                                    {128, 4, 0}, {256, 2, 2}, {256, 3, 2}};
+constexpr TmaChoice kTmaChoices[] = {{256, 2, 0}, {256, 3, 0}, {256, 4, 0},    {128, 3, 0},   {128, 4, 0},
+                                    {256, 2, 2}, {256, 3, 2}, {256, 2, 0, 1}, {256, 3, 0, 1}, {128, 3, 0, 1}};
 
 std::string tma_name(TmaChoice c) {
-  return "tma/" + std::to_string(c.threads) + "/s" + std::to_string(c.stages) + (c.cl == 2 ? "/c2" : "");
+  return "tma/" + std::to_string(c.threads) + "/s" + std::to_string(c.stages) + (c.cl == 2 ? "/c2" : "") +
+         (c.px ? "/px" : "");
 }
 
 bool parse_tma_variant(const std::string& v, TmaChoice& c) {
@@ -800,6 +805,18 @@ constexpr TmaShape tma_shape(int k, int u) {
 // chunk of 32 * kCl channels idles fewer lanes); one fp32.
 int tma_lane_channels(const Conv2dProblem& pb, int64_t elem) { return elem == 2 && pb.c % 64 == 0 ? 2 : 1; }
 
+// Whole pixels: the fewest equal parts of C whose channels fit a box row (256), are a multiple of 16 bytes
+// (a tensor map's box row) and whose threads (two 16-bit channels or one fp32 a thread) fit the block;
+// 0 where none does.
+int tma_pixel_parts(const Conv2dProblem& pb, int64_t elem, int threads) {
+  const int64_t cl = elem == 2 ? 2 : 1;
+  for (int64_t n = 1; n <= pb.c; ++n) {
+    const int64_t ch = pb.c / n;
+    if (pb.c % n == 0 && ch <= 256 && (ch * elem) % 16 == 0 && ch % cl == 0 && ch / cl <= threads) return int(n);
+  }
+  return 0;
+}
+
 // Whether this process's device and build run the TMA kernel: compute capability 9.0 or later, and the
 // kernel's code built for it (a build for older targets only has an empty body).
 bool tma_device_ok();
@@ -813,7 +830,21 @@ bool tma_device_ok();
 DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   DwTma t;
   const TmaShape sh = tma_shape(int(pb.r), int(pb.stride_h));
-  const int max_warps = choice.threads / 32, K = int(pb.r), U = int(pb.stride_h);
+  const int K = int(pb.r), U = int(pb.stride_h);
+  t.px = choice.px;
+  if (choice.px) {
+    t.cl = elem == 2 ? 2 : 1;
+    t.chunks = tma_pixel_parts(pb, elem, choice.threads);
+    t.chunk_ch = int(pb.c / std::max(t.chunks, 1));
+    t.lanes = std::max(t.chunk_ch / t.cl, 1);
+  } else {
+    t.cl = choice.cl ? choice.cl : tma_lane_channels(pb, elem);
+    t.chunk_ch = 32 * t.cl;
+    t.lanes = 32;
+    t.chunks = int((pb.c + t.chunk_ch - 1) / t.chunk_ch);
+  }
+  t.pix = int(t.chunk_ch * elem);
+  const int max_warps = std::max(choice.threads / t.lanes, 1);  // thread groups a block
   const int64_t P = pb.p(), Q = pb.q();
   int64_t best_cols = INT64_MAX;
   for (int m = 1; m <= max_warps; ++m) {
@@ -823,15 +854,13 @@ DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   t.wr = int(std::clamp<int64_t>((P + sh.pw - 1) / sh.pw, 1, max_warps / t.wc));
   t.tile_q = sh.qt * t.wc;
   t.iw = (t.tile_q - 1) * U + K;
-  t.cl = choice.cl ? choice.cl : tma_lane_channels(pb, elem);
-  t.chunks = int((pb.c + 32 * t.cl - 1) / (32 * t.cl));
   t.tiles_q = int((Q + t.tile_q - 1) / t.tile_q);
   const int64_t groups = (P + int64_t(sh.pw) * t.wr - 1) / (int64_t(sh.pw) * t.wr);  // row groups of wr warps
   const int64_t per_group = int64_t(pb.n) * t.chunks * t.tiles_q;
   int64_t best_cost = INT64_MAX;
   for (int64_t m = 1; m <= groups; ++m) {
     const int64_t rows = sh.pw * t.wr * m, ih = (rows - 1) * U + K, tiles = (groups + m - 1) / m;
-    if (m > 1 && (ih * t.iw * 32 * t.cl * elem > 32 * 1024 || per_group * tiles < 512)) break;
+    if (m > 1 && (ih * t.iw * t.pix > 32 * 1024 || per_group * tiles < 512)) break;
     const int64_t cost = tiles * (ih + rows);
     if (cost <= best_cost) best_cost = cost, t.nsub = int(m);
   }
@@ -839,12 +868,12 @@ DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   t.ih = (t.tile_p - 1) * U + K;
   t.stages = choice.stages;
   // NOTE: a TMA destination is 128-byte aligned, so every stage is a multiple of 128 bytes.
-  t.box_bytes = int(t.ih * t.iw * 32 * t.cl * elem);
+  t.box_bytes = int(t.ih * t.iw * t.pix);
   t.stage_bytes = (t.box_bytes + 127) / 128 * 128;
   t.smem = int64_t(t.stages) * t.stage_bytes;
   t.tiles_p = int((P + t.tile_p - 1) / t.tile_p);
   t.items = int(std::min<int64_t>(per_group * t.tiles_p, INT_MAX));
-  t.threads = 32 * t.wc * t.wr;
+  t.threads = t.lanes * t.wc * t.wr;
   t.div_p = FastDiv(uint32_t(t.tiles_p));
   t.div_q = FastDiv(uint32_t(t.tiles_q));
   t.div_n = FastDiv(uint32_t(std::max<int64_t>(pb.n, 1)));
@@ -857,9 +886,10 @@ bool tma_take(const Conv2dProblem& pb, const ConvConfig& cfg, TmaChoice choice) 
       pb.dilation_w != 1 || (pb.c * elem_bytes(cfg.dtype)) % 16 != 0 || pb.p() * pb.q() * pb.k >= INT_MAX)
     return false;
   if (choice.cl == 2 && (elem_bytes(cfg.dtype) != 2 || pb.c % 64 == 0)) return false;  // (else the same as cl 0)
+  if (choice.px && tma_pixel_parts(pb, elem_bytes(cfg.dtype), choice.threads) == 0) return false;
   if (!tma_device_ok()) return false;
   const DwTma t = plan_tma(pb, elem_bytes(cfg.dtype), choice);
-  return t.smem <= 200 * 1024 && t.ih <= 256 && int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p < INT_MAX;
+  return t.smem <= 200 * 1024 && t.ih <= 256 && t.iw <= 256 && int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p < INT_MAX;
 }
 
 // The kernel of one call: the rows kernel with its tile choice, the tensor-core kernel with its tile, the
@@ -970,7 +1000,8 @@ std::vector<std::string> variants_of(const Conv2dProblem& pb, const ConvConfig& 
       v.push_back(mma_name(c));
   for (TmaChoice c : kTmaChoices)
     if (tma_take(pb, cfg, c) && (first.kind != DwKernel::tma || first.tma_choice.threads != c.threads ||
-                                 first.tma_choice.stages != c.stages || first.tma_choice.cl != c.cl))
+                                 first.tma_choice.stages != c.stages || first.tma_choice.cl != c.cl ||
+                                 first.tma_choice.px != c.px))
       v.push_back(tma_name(c));
   if (cols_take(pb, cfg) && first.kind != DwKernel::cols) v.push_back(kCols);
   if (window_takes(pb, cfg) && first.kind != DwKernel::window) v.push_back(kWindow);
@@ -1054,20 +1085,20 @@ void launch_mma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>
   }
 }
 
-template <typename T, int kK, int kU, int kCl>
+template <typename T, int kK, int kU, int kCl, bool kPx>
 void launch_tma_k(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, const DwTma& t) {
   constexpr TmaShape sh = tma_shape(kK, kU);
-  auto kernel = depthwise_nhwc_tma_kernel<T, kK, kU, sh.pw, sh.qt, kCl>;
+  auto kernel = depthwise_nhwc_tma_kernel<T, kK, kU, sh.pw, sh.qt, kCl, kPx ? 0 : 32 * kCl * int(sizeof(T))>;
   const void* kp = reinterpret_cast<const void*>(kernel);
   opt_in_dynamic_smem(kp, t.smem);
   const int64_t grid = std::min<int64_t>(t.items, int64_t(blocks_per_sm(kp, t.threads, t.smem)) * sm_count_of_current_device());
-  // The input as the 4-D tensor (C, W, H, N), innermost first; boxes of one tile's 32 * kCl channels x
+  // The input as the 4-D tensor (C, W, H, N), innermost first; boxes of one tile's chunk_ch channels x
   // iw columns x ih rows of one image; coordinates outside the tensor (the padding) arrive as zeros.
   const Conv2dProblem& pb = call.problem;
   const int64_t es = sizeof(T);
   const cuuint64_t dims[4] = {cuuint64_t(pb.c), cuuint64_t(pb.w), cuuint64_t(pb.h), cuuint64_t(pb.n)};
   const cuuint64_t strides[3] = {cuuint64_t(pb.c * es), cuuint64_t(pb.w * pb.c * es), cuuint64_t(pb.h * pb.w * pb.c * es)};
-  const cuuint32_t box[4] = {cuuint32_t(32 * kCl), cuuint32_t(t.iw), cuuint32_t(t.ih), 1};
+  const cuuint32_t box[4] = {cuuint32_t(t.chunk_ch), cuuint32_t(t.iw), cuuint32_t(t.ih), 1};
   // The kernel's mbarrier waits for exactly this many bytes a tile: any other count never completes (a hang).
   if (int64_t(box[0]) * box[1] * box[2] * es != t.box_bytes)
     throw Error(StatusCode::internal, "cuda_depthwise: the TMA box of " + pb.to_string() + " is not the " +
@@ -1088,30 +1119,36 @@ void launch_tma_k(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<
   CK_LAUNCH("depthwise_nhwc_tma_kernel");
 }
 
-template <typename T, int kCl>
+template <typename T, int kCl, bool kPx>
 void launch_tma_k2(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, const DwTma& t) {
   const Conv2dProblem& pb = call.problem;
   const bool s2 = pb.stride_h == 2;
-  if (pb.r == 3) return s2 ? launch_tma_k<T, 3, 2, kCl>(call, d, epi, st, t) : launch_tma_k<T, 3, 1, kCl>(call, d, epi, st, t);
-  if (pb.r == 5) return s2 ? launch_tma_k<T, 5, 2, kCl>(call, d, epi, st, t) : launch_tma_k<T, 5, 1, kCl>(call, d, epi, st, t);
-  return s2 ? launch_tma_k<T, 7, 2, kCl>(call, d, epi, st, t) : launch_tma_k<T, 7, 1, kCl>(call, d, epi, st, t);
+  if (pb.r == 3)
+    return s2 ? launch_tma_k<T, 3, 2, kCl, kPx>(call, d, epi, st, t) : launch_tma_k<T, 3, 1, kCl, kPx>(call, d, epi, st, t);
+  if (pb.r == 5)
+    return s2 ? launch_tma_k<T, 5, 2, kCl, kPx>(call, d, epi, st, t) : launch_tma_k<T, 5, 1, kCl, kPx>(call, d, epi, st, t);
+  return s2 ? launch_tma_k<T, 7, 2, kCl, kPx>(call, d, epi, st, t) : launch_tma_k<T, 7, 1, kCl, kPx>(call, d, epi, st, t);
 }
 
 template <typename T>
 void launch_tma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, TmaChoice choice) {
   const Conv2dProblem& pb = call.problem;
   const DwTma t = plan_tma(pb, int64_t(sizeof(T)), choice);
+  // Whole pixels: two channels a lane for 16-bit types (plan_tma), one fp32.
   if constexpr (sizeof(T) == 2) {
-    if (t.cl == 2) return launch_tma_k2<T, 2>(call, d, epi, st, t);
+    if (t.px) return launch_tma_k2<T, 2, true>(call, d, epi, st, t);
+    if (t.cl == 2) return launch_tma_k2<T, 2, false>(call, d, epi, st, t);
+  } else {
+    if (t.px) return launch_tma_k2<T, 1, true>(call, d, epi, st, t);
   }
-  return launch_tma_k2<T, 1>(call, d, epi, st, t);
+  return launch_tma_k2<T, 1, false>(call, d, epi, st, t);
 }
 
 bool tma_device_ok() {
   if (!cuda_present() || cc_major_of_current_device() < 9) return false;
   static const bool built = [] {
     cudaFuncAttributes a{};
-    if (cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(depthwise_nhwc_tma_kernel<float, 3, 1, 4, 4, 1>)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(depthwise_nhwc_tma_kernel<float, 3, 1, 4, 4, 1, 128>)) != cudaSuccess) {
       cudaGetLastError();
       return false;
     }

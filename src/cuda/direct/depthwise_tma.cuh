@@ -40,9 +40,14 @@ constexpr int kTmaMaxStages = 4;
 
 // The tiling of one launch, chosen on the host (plan_tma in depthwise.cu).
 struct DwTma {
-  int wc = 1, wr = 1;           // warps across the tile's columns and down its rows
+  int wc = 1, wr = 1;           // thread groups across the tile's columns and down its rows
   int cl = 1;                   // channels a lane (kCl)
-  int nsub = 1;                 // row groups a warp takes in a tile (kPw rows each, wr groups apart)
+  int lanes = 32;               // threads of a group: a warp (chunks of 32 * kCl channels) or chunk_ch / kCl
+                                // (whole pixels: the "/px" variants)
+  int chunk_ch = 32;            // channels a tile (the box's first dimension)
+  int pix = 64;                 // bytes a staged pixel: chunk_ch * sizeof(T) (the kernel's kPix where not 0)
+  int px = 0;                   // whole pixels (kPix = 0) or chunks of 32 * kCl channels
+  int nsub = 1;                 // row groups a thread group takes in a tile (kPw rows each, wr groups apart)
   int iw = 1, ih = 1;           // the box: input columns and rows of a tile
   int stages = 3;               // tiles in flight a block
   int chunks = 1, tiles_q = 1, tiles_p = 1;
@@ -57,6 +62,34 @@ struct DwTma {
 
 // A lane's kCl channels of one pixel (kCl * sizeof(T) bytes at p: one 16-bit value, or two packed in a
 // 32-bit word, or one fp32) as fp32.
+// The same from shared memory at a 32-bit shared-window address (ld.shared: the address stays an integer
+// sum, which ptxas folds into the load's register + uniform register + immediate operand).
+template <typename T, int kCl>
+__device__ __forceinline__ void load_lane_shared(uint32_t a, float (&x)[kCl]) {
+  if constexpr (sizeof(T) * kCl == 4) {
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+    if constexpr (kCl == 1) {
+      x[0] = __uint_as_float(v);  // fp32
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      x[0] = __uint_as_float(v << 16);
+      x[1] = __uint_as_float(v & 0xffff0000u);
+    } else {
+      __half2 h;
+      memcpy(&h, &v, 4);
+      const float2 f = __half22float2(h);
+      x[0] = f.x, x[1] = f.y;
+    }
+  } else {
+    static_assert(sizeof(T) == 2 && kCl == 1, "one 16-bit value or 4 bytes a lane");
+    unsigned short v;
+    asm volatile("ld.shared.b16 %0, [%1];" : "=h"(v) : "r"(a) : "memory");
+    T h;
+    memcpy(&h, &v, 2);
+    x[0] = elem_to_float<T>(h);
+  }
+}
+
 template <typename T, int kCl>
 __device__ __forceinline__ void load_lane(const void* p, float (&x)[kCl]) {
   if constexpr (kCl == 1) {
@@ -71,20 +104,47 @@ __device__ __forceinline__ void load_lane(const void* p, float (&x)[kCl]) {
   }
 }
 
-template <typename T, int kK, int kU, int kPw, int kQt, int kCl>
+// A lane's kCl values rounded to T and stored at p, a global address (st.global: p comes through
+// opaque_ptr, which hides its address space from the compiler).
+template <typename T, int kCl>
+__device__ __forceinline__ void store_lane(T* p, const float (&a)[kCl]) {
+  Vec<T, kCl> v;
+#pragma unroll
+  for (int e = 0; e < kCl; ++e) v.v[e] = float_to_elem<T>(a[e]);
+  if constexpr (sizeof(v) == 4) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    asm volatile("st.global.b32 [%0], %1;" ::"l"(p), "r"(u) : "memory");
+  } else {
+    static_assert(sizeof(v) == 2, "one 16-bit value or 4 bytes a lane");
+    unsigned short u;
+    memcpy(&u, &v, 2);
+    asm volatile("st.global.b16 [%0], %1;" ::"l"(p), "h"(u) : "memory");
+  }
+}
+
+// p, hidden from the compiler's reassociation: an address p + off with off a 32-bit value becomes one
+// multiply-add (not the 64-bit offset first + off, rescaled and added to the array's base, at every access).
+template <typename P>
+__device__ __forceinline__ P* opaque_ptr(P* p) {
+  asm("" : "+l"(p));
+  return p;
+}
+
+template <typename T, int kK, int kU, int kPw, int kQt, int kCl, int kPix>
 __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_constant__ CUtensorMap map, ConvDims d,
                                                                 DwTma t, const T* __restrict__ wei, T* dst,
                                                                 DeviceEpilogue<T> epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kCb = 32 * kCl;                                  // channels a tile
-  constexpr int kPix = kCb * int(sizeof(T));                     // bytes a staged pixel (64 or 128)
+  const int pix = kPix ? kPix : t.pix;  // bytes a staged pixel: constant (the loads' offsets immediates) or not
   constexpr int kRows = (kPw - 1) * kU + kK, kCols = (kQt - 1) * kU + kK;  // a thread's input window
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t full[kTmaMaxStages];
   const uint32_t s_tiles = uint32_t(__cvta_generic_to_shared(smem));
   const uint32_t s_full = uint32_t(__cvta_generic_to_shared(full));
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  const int wq = warp % t.wc, wrow = warp / t.wc;
+  // The thread's group (a patch position in every tile) and its lane in the group (its channels).
+  const int grp = int(threadIdx.x) / t.lanes, lane = int(threadIdx.x) - grp * t.lanes;
+  const int wq = grp % t.wc, wrow = grp / t.wc;
 
   // Tile `item` -> (chunk, image, tile row, tile column), the tile row fastest: the tiles in flight across
   // the grid at one time are neighbours, whose halos meet in L2.
@@ -101,7 +161,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
     decode(item, chunk, n, tp, tq);
     const uint32_t bar = s_full + 8 * stage;
     mbar_arrive_expect_tx(bar, uint32_t(t.box_bytes));  // NOTE: the copy's bytes, not the stage's stride
-    tma_load_4d(s_tiles + uint32_t(stage * t.stage_bytes), &map, chunk * kCb, tq * t.tile_q * kU - d.pad_w,
+    tma_load_4d(s_tiles + uint32_t(stage * t.stage_bytes), &map, chunk * t.chunk_ch, tq * t.tile_q * kU - d.pad_w,
                 tp * t.tile_p * kU - d.pad_h, n, bar);
   };
   if (threadIdx.x == 0) {
@@ -119,7 +179,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
   for (int item = int(blockIdx.x); item < t.items; item += int(gridDim.x)) {
     int chunk, n, tp, tq;
     decode(item, chunk, n, tp, tq);
-    const int c = chunk * kCb + lane * kCl;  // the lane's first channel (C is a multiple of kCl)
+    const int c = chunk * t.chunk_ch + lane * kCl;  // the lane's first channel (C is a multiple of kCl)
     if (chunk != loaded_chunk) {             // the taps and bias of the lane's channels, fp32
       loaded_chunk = chunk;
 #pragma unroll
@@ -140,8 +200,11 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
       // Row group g of the tile (kPw output rows): the thread's window is input rows g * kPw * kU + (0 ..
       // kRows-1), columns wq * kQt * kU + (0 .. kCols-1).
       const int g = wrow + sub * t.wr;
-      const unsigned char* tile = smem + size_t(stage) * t.stage_bytes + ((g * kPw * kU) * t.iw + wq * kQt * kU) * kPix +
-                                  lane * kCl * int(sizeof(T));
+      // (The thread's part of the address hidden from the compiler, which would otherwise fold it into one
+      // multiply a load with the window's offsets.)
+      uint32_t tile = s_tiles + uint32_t(stage * t.stage_bytes + ((g * kPw * kU) * t.iw + wq * kQt * kU) * pix +
+                                         lane * kCl * int(sizeof(T)));
+      asm("" : "+r"(tile));
       float acc[kPw][kQt][kCl];
 #pragma unroll
       for (int i = 0; i < kPw; ++i)
@@ -153,7 +216,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
       for (int ir = 0; ir < kRows; ++ir) {
         float x[kCols][kCl];
 #pragma unroll
-        for (int jj = 0; jj < kCols; ++jj) load_lane<T, kCl>(tile + (ir * t.iw + jj) * kPix, x[jj]);
+        for (int jj = 0; jj < kCols; ++jj) load_lane_shared<T, kCl>(tile + uint32_t((ir * t.iw + jj) * pix), x[jj]);
 #pragma unroll
         for (int i = 0; i < kPw; ++i) {
           const int r = ir - i * kU;  // the filter row that input row ir is for output row i
@@ -176,9 +239,18 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
         if (++stage == t.stages) stage = 0, parity ^= 1u;
       }
 
-      // The epilogue in apply_epilogue's order (alpha, bias, beta * residual, activation), one rounding.
+      // The epilogue in apply_epilogue's order (alpha, bias, beta * residual, activation), one rounding. The
+      // thread's outputs are at fixed offsets from its first (rows q * k apart, columns k; 32-bit, inside one
+      // image): a predicate a row and a column, and one multiply-add an address.
       const int p0 = tp * t.tile_p + g * kPw;
       if (c >= d.k) continue;
+      const int64_t first = img + (int64_t(p0) * d.q + q0) * d.k + c;
+      const int row_k = d.q * d.k;
+      bool row_ok[kPw], col_ok[kQt];
+#pragma unroll
+      for (int i = 0; i < kPw; ++i) row_ok[i] = p0 + i < d.p;
+#pragma unroll
+      for (int j = 0; j < kQt; ++j) col_ok[j] = q0 + j < d.q;
 #pragma unroll
       for (int i = 0; i < kPw; ++i)
 #pragma unroll
@@ -186,14 +258,14 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
 #pragma unroll
           for (int e = 0; e < kCl; ++e) acc[i][j][e] = acc[i][j][e] * epi.alpha + bias[e];
       if (epi.residual) {
+        const T* res = opaque_ptr(epi.residual + first);
 #pragma unroll
         for (int i = 0; i < kPw; ++i)
 #pragma unroll
           for (int j = 0; j < kQt; ++j)
-            if (p0 + i < d.p && q0 + j < d.q) {
-              const int o = ((p0 + i) * d.q + q0 + j) * d.k + c;
+            if (row_ok[i] && col_ok[j]) {
               float rv[kCl];
-              load_lane<T, kCl>(epi.residual + img + o, rv);  // read before the store
+              load_lane<T, kCl>(res + (uint32_t(i * row_k) + uint32_t(j * d.k)), rv);  // read before the store
 #pragma unroll
               for (int e = 0; e < kCl; ++e) acc[i][j][e] += epi.beta * rv[e];
             }
@@ -203,16 +275,12 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
                                                                                             // time (32 values at
                                                                                             // once went to local
                                                                                             // memory)
+      T* out = opaque_ptr(dst + first);
 #pragma unroll
       for (int i = 0; i < kPw; ++i)
 #pragma unroll
         for (int j = 0; j < kQt; ++j)
-          if (p0 + i < d.p && q0 + j < d.q) {
-            Vec<T, kCl> out;
-#pragma unroll
-            for (int e = 0; e < kCl; ++e) out.v[e] = float_to_elem<T>(acc[i][j][e]);
-            *reinterpret_cast<Vec<T, kCl>*>(dst + img + ((p0 + i) * d.q + q0 + j) * d.k + c) = out;
-          }
+          if (row_ok[i] && col_ok[j]) store_lane<T, kCl>(out + (uint32_t(i * row_k) + uint32_t(j * d.k)), acc[i][j]);
     }
   }
 #endif
