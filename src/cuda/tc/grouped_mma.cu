@@ -169,7 +169,7 @@ __device__ __forceinline__ void gm_stage_input(const ConvDims& d, const GmPlan& 
         const int w = w0 + x;
         const bool col_ok = img_ok && w >= 0 && w < d.w;
         int64_t g = ((n * d.h + h0) * d.w + w) * d.c + ch;  // row 0's piece (used only where inside)
-        uint32_t s = s_base + uint32_t((img * t.ih * t.iws + (x & (t.de - 1)) * t.wh + (x >> (t.de - 1))) * kPitch);
+        uint32_t s = s_base + uint32_t(gm_slot(t, img, 0, x) * kPitch);
 #pragma unroll 1
         for (int y = 0; y < t.ih; ++y, g += g_row, s += s_row) {
           const bool ok = col_ok && y >= y_lo && y < y_hi;
