@@ -10,21 +10,25 @@
 // in flight on mbarriers, so the copies never wait for a block to start; thread 0 refills a stage once a
 // block barrier says every warp has read it.
 //
-// Work mapping: a tile = one image x kCb = 32 * kCl channels (64 or 128 bytes a pixel) x
-// (kPw * wr * nsub) output rows x (kQt * wc) output columns; its box is the input rows and columns those
-// outputs read (halo included). Warp (wq, wrow) owns nsub groups of kPw x kQt outputs (groups wrow,
-// wrow + wr, ...); lane l owns channels l * kCl .. + kCl - 1
-// of each (kCl = 2 for 16-bit types where C is a multiple of 64, else 1), so each shared-memory load of a
-// warp is one pixel's 64 or 128 bytes (one wavefront, conflict-free for any stride) and each store one
-// contiguous run; kCl = 1 keeps the last chunk of channels from idling most of its lanes (C = 144: 64 + 64
-// + 16) for one more load a channel. A thread
-// reads each input row of its window once: kCols pixels, each feeding up to kQt * kK FMAs from registers;
-// the kK x kK taps of its channels stay in registers (reloaded when its tile's channels change).
+// Work mapping: a tile = one image x chunk_ch channels x (kPw * wr * nsub) output rows x (kQt * wc) output
+// columns; its box is the input rows and columns those outputs read (halo included). A group of `lanes`
+// threads at patch position (wq, wrow) owns nsub patches of kPw x kQt outputs (rows wrow, wrow + wr, ...);
+// its thread l owns channels l * kCl .. + kCl - 1 of each. Two mappings of channels to groups:
+// - chunks (kPix = 32 * kCl * sizeof(T)): a group is a warp and a tile kCb = 32 * kCl channels (kCl = 2 for
+//   16-bit types where C is a multiple of 64, else 1), so each shared-memory load of a warp is one pixel's
+//   64 or 128 bytes (one wavefront, conflict-free for any stride) and each store one contiguous run; the
+//   load offsets are immediates. kCl = 1 keeps the last chunk from idling most of its lanes where C is off
+//   64 (C = 144: 64 + 64 + 16) for one more load a channel.
+// - whole pixels (kPix = 0, the "/px" variants): a tile holds all C channels (or an equal part of C past
+//   256 channels, a box row's limit), a group is C / kCl threads (two channels a lane for any 16-bit C) and
+//   may straddle warps (a load of such a warp touches two pixels: up to two wavefronts). No lane works on
+//   channels past C, and a thread's taps never change.
+// A thread reads each input row of its window once: kCols pixels, each feeding up to kQt * kK FMAs from
+// registers; the kK x kK taps of its channels stay in registers (reloaded when its tile's channels change).
+// Its outputs lie at 32-bit offsets from its first: stored under a predicate a row and a column.
 // Square 3x3, 5x5 or 7x7 filters, the same stride (1 or 2) both ways, dilation 1, any padding; C * element
 // size a multiple of 16 bytes (the tensor map's strides); one image's output under 2^31 elements.
-// nvcc -Xptxas -v (sm_90): 47-80 registers with one channel a lane, 64-143 with two (7x7); the 16-bit 3x3
-// stride-2 two-channel instance keeps 64 registers and an 8-byte stack frame: two values stored and reloaded
-// once a tile, around the weights' reload and the stage wait, none in the FMA loop (cuobjdump -sass).
+// nvcc -Xptxas -v (sm_90, no stack frames): 48-90 registers with one channel a lane, 73-150 with two (7x7).
 // measured (H200, 2026-12-04, batch 32, tma/256/s2): bf16 mbv2_dw3x3_144_56 0.0375 ms (rows kernel 0.0384,
 // cuDNN 0.0360), mbv2_dw3x3_32_112 0.0279 (0.0322, 0.0300); f32 effb0_dw5x5_240_28 0.0315 (0.0490, 0.0478),
 // cnxt_dw7x7_96_56 0.0657 (0.0917, 0.1879). ncu at 144@56 bf16: 64 registers, 0.59 warps issued a
