@@ -228,8 +228,9 @@ TEST(CudaDepthwise, TmaKernelEveryVariant) {
 }
 
 // The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): on a
-// device with the copy engine (compute capability 9.0) the TMA kernel at 3x3 stride 1, 3x3 stride 2 on
-// outputs of 14 columns or fewer, 16-bit 5x5 and 7x7 from 28 columns; elsewhere, and on other machines, the
+// device with the copy engine (compute capability 9.0) the TMA kernel's whole pixels up to 256 channels, and
+// past them its chunks at 3x3 stride 1, 3x3 stride 2 on outputs of 14 columns or fewer, 16-bit 5x5 and 7x7
+// from 28 columns; elsewhere, and on other machines, the
 // rows kernel at stride 2 and on images of 28 columns or more, the window kernel on smaller ones, the column
 // kernel at f32 3x3 stride 2 and where neither applies, the tensor-core kernel where only the general one
 // would (16-bit, stride 3), the general kernel where none does.
@@ -239,14 +240,14 @@ TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
   const ConvConfig cfg{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
   const std::vector<std::string> probe = a->variants(Conv2dProblem::parse("n32c144h56w56k144r3s3p1g144"), cfg);
   const bool tma = std::find(probe.begin(), probe.end(), "tma/256/s2") != probe.end();  // this machine runs it
-  const char* tma_or_rows = tma ? "tma/256/s2" : "rows/256/d1";
+  const char* px_or_rows = tma ? "tma/256/s2/px" : "rows/256/d1";  // (whole pixels up to 256 channels)
   const std::pair<const char*, const char*> want[] = {
-      {"n32c144h56w56k144r3s3p1g144", tma ? "tma/256/s2/c2" : "rows/256/d1"},
-      {"n32c96h112w112k96r3s3p1u2g96", "rows/128/d1"},
+      {"n32c144h56w56k144r3s3p1g144", px_or_rows},
+      {"n32c96h112w112k96r3s3p1u2g96", tma ? "tma/256/s2/px" : "rows/128/d1"},
       {"n32c672h14w14k672r5s5p2g672", tma ? "tma/256/s2" : "window"},
       {"n32c1152h7w7k1152r5s5p2g1152", tma ? "tma/128/s3" : "window"},
-      {"n32c32h112w112k32r3s3p1g32", tma_or_rows},
-      {"n32c240h28w28k240r5s5p2g240", tma_or_rows},   {"n32c96h56w56k96r7s7p3g96", tma_or_rows},
+      {"n32c32h112w112k32r3s3p1g32", px_or_rows},
+      {"n32c240h28w28k240r5s5p2g240", px_or_rows},    {"n32c96h56w56k96r7s7p3g96", px_or_rows},
       {"n32c576h14w14k576r3s3p1u2g576", tma ? "tma/256/s2" : "rows/128/d1"},
       {"n32c960h7w7k960r3s3p1g960", tma ? "tma/256/s2" : "window"},
       {"n32c384h14w14k384r7s7p3g384", "window"},      {"n32c144h56w56k144r3s3p1u3g144", "mma/128/s4"},
@@ -258,8 +259,10 @@ TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
   }
   const ConvConfig f32{DType::f32, Layout::nhwc, Device::cuda, MathMode::strict};
   const std::pair<const char*, const char*> want_f32[] = {
-      {"n32c144h56w56k144r3s3p1u2g144", "cols"}, {"n32c144h56w56k144r3s3p1g144", "rows/256/d1"},
-      {"n32c240h56w56k240r5s5p2u2g240", tma ? "tma/256/s2" : "rows/128/d1"}};
+      {"n32c144h56w56k144r3s3p1u2g144", tma ? "tma/256/s2/px" : "cols"},
+      {"n32c144h56w56k144r3s3p1g144", px_or_rows},
+      {"n32c240h56w56k240r5s5p2u2g240", tma ? "tma/256/s2/px" : "rows/128/d1"},
+      {"n32c384h14w14k384r3s3p1g384", tma ? "tma/256/s2" : "window"}};  // (past 256 channels: chunks)
   for (const auto& [spec, kernel] : want_f32) {
     const std::vector<std::string> vs = a->variants(Conv2dProblem::parse(spec), f32);
     EXPECT_EQ(vs.front(), kernel) << spec << " f32";

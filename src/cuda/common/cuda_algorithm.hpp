@@ -37,14 +37,14 @@ int cc_major_of_current_device();
 // Shared memory an SM has for its blocks, in bytes (cached once a device).
 int64_t smem_per_sm_of_current_device();
 
-// Lets `kernel` launch with up to `bytes` of dynamic shared memory (above the 48 KiB default a kernel must
-// opt in): cudaFuncSetAttribute once per device, kernel and size, not at every launch (each one costs host
-// time).
+// Lets `kernel` launch with up to `bytes` of dynamic shared memory (where its static and dynamic shared
+// memory pass the 48 KiB default a kernel must opt in): cudaFuncSetAttribute once per device, kernel and
+// size, not at every launch (each one costs host time).
 void opt_in_dynamic_smem(const void* kernel, int64_t bytes);
 
 // Blocks of `threads` threads and `smem` bytes of dynamic shared memory that fit one SM at once (at least 1),
 // from the occupancy calculator once per device, kernel, block size and smem size, not at every launch.
-// Call opt_in_dynamic_smem for the kernel first where smem passes 48 KiB.
+// Call opt_in_dynamic_smem for the kernel first.
 int blocks_per_sm(const void* kernel, int threads, int64_t smem);
 
 inline bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {

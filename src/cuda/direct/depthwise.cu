@@ -946,8 +946,17 @@ constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {
 // stride 2), there in blocks of 128 threads and 3 stages where Q <= 7 (1.09x the window kernel where 256/s2
 // lost 0.88x); two channels a lane (/c2) for 16-bit 3x3 with C % 64 != 0 from 128 channels (1.01-1.09x the
 // one-channel lanes; at 32 channels half the lanes would idle: 0.72x).
+// 2026-12-05 (the three suites in bf16 and f32 on an H100, docs/perf.md): whole pixels (tma/256/s2/px) for
+// every layer of up to 256 channels, each filter and stride: 1.03-1.54x the rule above in bf16 (144@56
+// 1.54x, 96@112 stride 2 1.35x, 5x5 stride 2 at 144 1.34x, 7x7 192@28 1.31x) and 1.01-1.34x in f32; s2 the
+// best of its variants or within 3% of it on each. Past 256 channels (parts of C, two or three thread groups
+// a block) it lost where the filter is 5x5 or 7x7 (0.68-0.97x) and tied at 3x3: not taken there.
+constexpr TmaChoice kTmaPixels{256, 2, 0, 1};
+bool tma_pixels_take(const Conv2dProblem& pb, const ConvConfig& cfg) { return pb.c <= 256 && tma_take(pb, cfg, kTmaPixels); }
+
 bool tma_heuristic_takes(const Conv2dProblem& pb, const ConvConfig& cfg) {
   if (!tma_take(pb, cfg, TmaChoice{})) return false;
+  if (tma_pixels_take(pb, cfg)) return true;
   const bool f32 = cfg.dtype == DType::f32;
   const int64_t Q = pb.q();
   if (pb.r == 3) return pb.stride_h == 1 ? (!f32 || Q <= 28) : Q <= 14;
@@ -959,6 +968,7 @@ bool tma_heuristic_takes(const Conv2dProblem& pb, const ConvConfig& cfg) {
 TmaChoice tma_heuristic_choice(const Conv2dProblem& pb, const ConvConfig& cfg) {
   const bool b16 = elem_bytes(cfg.dtype) == 2;
   auto if_taken = [&](TmaChoice c) { return tma_take(pb, cfg, c) ? c : TmaChoice{}; };
+  if (tma_pixels_take(pb, cfg)) return kTmaPixels;
   if (b16 && pb.r == 5 && pb.q() <= 7) return if_taken({128, 3, 0});
   if (b16 && pb.r == 3 && pb.c >= 128) return if_taken({256, 2, 2});
   return {};
