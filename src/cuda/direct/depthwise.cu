@@ -22,13 +22,13 @@
 // kernel (depthwise_cols.cuh) walks one output column a thread with no shared memory; the tensor-core kernel
 // (depthwise_mma.cuh) runs two taps a multiply on mma.sync; the TMA kernel (depthwise_tma.cuh, Hopper) has
 // its tiles copied in by the tensor-memory-access engine in a persistent grid. Each is a variant
-// ("rows/<threads>/d<depth>", "mma/<pixels>/s<steps>", "tma/<threads>/s<stages>[/c2]", "cols", "window",
+// ("rows/<threads>/d<depth>", "mma/<pixels>/s<steps>", "tma/<threads>/s<stages>[/c2|/px]", "cols", "window",
 // "general"); heuristic_kernel says which it takes where.
 // nvcc -Xptxas -v (sm_90): general 32-78 registers, window 55-64, rows 78-100, mma 104-157, no spills.
-// measured (H200, 2026-12-04, commit beff812, bf16 NHWC batch 32, the heuristic's kernel): every depthwise
-// layer of MobileNetV2 and EfficientNet-B0 0.88-1.26x cuDNN (mbv2_dw3x3_144_56 0.0378 ms, tma/256/s2/c2,
-// 0.94x; mbv2_dw3x3s2_96_112 0.0477, rows/128/d1, 0.88x; effb0_dw5x5_1152_7 0.0143, tma/128/s3, 1.25x);
-// 2026-12-01: f32 NCHW cnxt 7x7 96@56 0.153 ms (window, 2.19x cuDNN).
+// measured (H100, 2026-12-05, commit 5b90bef, NHWC batch 32, the heuristic's kernel, cuDNN in the same
+// process): the 26 depthwise layers of MobileNetV2, EfficientNet-B0 and ConvNeXt-T in bf16 0.91-1.44x cuDNN,
+// geomean 1.19x (mbv2_dw3x3_144_56 0.0308 ms, tma/256/s2/px, 1.24x; cnxt_dw7x7_384_14 0.0285, window, 0.91x);
+// 23 layers in f32 0.92-3.01x, geomean 1.20x.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

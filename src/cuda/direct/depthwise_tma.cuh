@@ -29,10 +29,10 @@
 // Square 3x3, 5x5 or 7x7 filters, the same stride (1 or 2) both ways, dilation 1, any padding; C * element
 // size a multiple of 16 bytes (the tensor map's strides); one image's output under 2^31 elements.
 // nvcc -Xptxas -v (sm_90, no stack frames): 48-90 registers with one channel a lane, 73-150 with two (7x7).
-// measured (H200, 2026-12-04, batch 32, tma/256/s2): bf16 mbv2_dw3x3_144_56 0.0375 ms (rows kernel 0.0384,
-// cuDNN 0.0360), mbv2_dw3x3_32_112 0.0279 (0.0322, 0.0300); f32 effb0_dw5x5_240_28 0.0315 (0.0490, 0.0478),
-// cnxt_dw7x7_96_56 0.0657 (0.0917, 0.1879). ncu at 144@56 bf16: 64 registers, 0.59 warps issued a
-// scheduler a cycle, 41% of cycles with no eligible warp, DRAM 24% of peak: latency-bound, not by memory.
+// measured (H100, 2026-12-05, batch 32, NHWC, cuDNN in the same process): tma/256/s2/px bf16
+// mbv2_dw3x3_144_56 0.0308 ms (chunks, tma/256/s2/c2: 0.0464; cuDNN 0.0383), mbv2_dw3x3s2_96_112 0.0443
+// (rows kernel 0.0593; 0.0512), cnxt_dw7x7_192_28 0.0317 (chunks 0.0415; 0.0455); f32 effb0_dw5x5_240_28
+// 0.0278 (chunks 0.0320; 0.0472).
 #pragma once
 
 #include "cuda/common/tma.cuh"
