@@ -66,6 +66,20 @@ struct DwTma {
 
 // A lane's kCl channels of one pixel (kCl * sizeof(T) bytes at p: one 16-bit value, or two packed in a
 // 32-bit word, or one fp32) as fp32.
+template <typename T, int kCl>
+__device__ __forceinline__ void load_lane(const void* p, float (&x)[kCl]) {
+  if constexpr (kCl == 1) {
+    x[0] = elem_to_float<T>(*static_cast<const T*>(p));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const uint32_t v = *static_cast<const uint32_t*>(p);
+    x[0] = __uint_as_float(v << 16);  // a bf16 is the top half of an fp32 (exact)
+    x[1] = __uint_as_float(v & 0xffff0000u);
+  } else {
+    const float2 f = __half22float2(*static_cast<const __half2*>(p));
+    x[0] = f.x, x[1] = f.y;
+  }
+}
+
 // The same from shared memory at a 32-bit shared-window address (ld.shared: the address stays an integer
 // sum, which ptxas folds into the load's register + uniform register + immediate operand).
 template <typename T, int kCl>
@@ -91,20 +105,6 @@ __device__ __forceinline__ void load_lane_shared(uint32_t a, float (&x)[kCl]) {
     T h;
     memcpy(&h, &v, 2);
     x[0] = elem_to_float<T>(h);
-  }
-}
-
-template <typename T, int kCl>
-__device__ __forceinline__ void load_lane(const void* p, float (&x)[kCl]) {
-  if constexpr (kCl == 1) {
-    x[0] = elem_to_float<T>(*static_cast<const T*>(p));
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const uint32_t v = *static_cast<const uint32_t*>(p);
-    x[0] = __uint_as_float(v << 16);  // a bf16 is the top half of an fp32 (exact)
-    x[1] = __uint_as_float(v & 0xffff0000u);
-  } else {
-    const float2 f = __half22float2(*static_cast<const __half2*>(p));
-    x[0] = f.x, x[1] = f.y;
   }
 }
 
