@@ -4,11 +4,11 @@
 // What it adds over cpu_direct and cpu_im2col_gemm, which treat a depthwise layer as C convolutions of one
 // channel each (a 1-wide GEMM per group, or a direct kernel whose register tile spans 32 output channels
 // of which one is real): nothing but the R*S multiply-adds per output, laid out for the vector units.
-//   NHWC: one output row (all Q pixels, all C channels) at a time. The interior (pixels whose every tap lies
-//         inside the image) in blocks of 4 pixels x 16 channels, accumulated in registers over all the taps;
-//         the rest one tap at a time over the row: per tap the pixels whose input column lies inside the
-//         image form one range, each adding C contiguous inputs times the tap's C filter values (the
-//         filters transposed once per call to [r][s][c]).
+//   NHWC: one output row (all Q pixels, all C channels) at a time, in blocks of up to 4 pixels x 16 channels
+//         accumulated in registers over the taps that lie inside the image (each pixel's range of taps along
+//         W computed once a block; the taps inside for the whole block unchecked), the edges included; the
+//         channels past the last 16 one tap at a time over the row (per tap the pixels whose input column
+//         lies inside the image form one range). The filters are transposed once per call to [r][s][c].
 //   NCHW: each (image, channel) plane copied into a zero-padded buffer, its columns split by the stride's
 //         phase, then blocks of 4 output rows x 16 columns accumulated in registers over all the taps; the
 //         row pass (one output row at a time, per tap the outputs whose input column lies inside the image
@@ -22,7 +22,8 @@
 // the output rounded once into dst (fp32 sums, as the GPU kernels); before, cpu_ref's 16-bit loop served
 // these layers (ConvNeXt-T's 7x7 depthwise layers made its bf16 forward 4.5x torch's time on the CPU).
 // measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3; 2026-12-01): the MobileNetV2, EfficientNet-B0 and
-// ConvNeXt-T depthwise layers in NCHW 0.31-1.41x (geomean 0.80x); MobileNetV2 NHWC 0.35-0.77x (2026-11-30).
+// ConvNeXt-T depthwise layers in NCHW 0.31-1.41x (geomean 0.80x); NHWC (2026-12-05) the 26 layers' sum
+// 1.50 ms against oneDNN's 0.72 (2 threads; 0.48x).
 // docs/kernels.md, docs/perf.md.
 #include <algorithm>
 #include <cmath>
@@ -74,41 +75,84 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
     for (int64_t n = 0; n < pb.n; ++n)
       for (int64_t p = 0; p < P; ++p) {
         float* acc = row.data();
-        std::fill(row.begin(), row.end(), 0.0f);
-        // The interior: the outputs [qa, qb) whose every tap column lies inside the image, in blocks of kQB,
-        // channels [0, C16) in vectors of 16: kQB accumulators in registers over all the taps, stored once.
-        const int64_t in_lo = pw <= 0 ? 0 : (pw + sw - 1) / sw;  // q*sw - pw >= 0
-        const int64_t last = W - 1 - (pb.s - 1) * dw + pw;     // q*sw - pw + (S-1)*dw <= W - 1
-        const int64_t in_hi = last < 0 ? 0 : std::min(Q, last / sw + 1);
-        const int64_t qa = in_lo, qb = in_hi > in_lo ? in_lo + (in_hi - in_lo) / kQB * kQB : in_lo;
-        for (int64_t q = qa; q < qb; q += kQB)
+        if (C16 < C) std::fill(row.begin(), row.end(), 0.0f);  // (the vector channels are stored whole)
+        // Channels [0, C16) in vectors of 16, nb <= kQB output pixels q0.. at a time, accumulated in registers
+        // over the taps inside the image (in tap order) and stored once. Pixel j's taps along W are [s_lo[j],
+        // s_hi[j]); the taps inside for all of a block's pixels, [sf_lo, sf_hi), take kQB FMAs unchecked, the
+        // others test each pixel; a block of one pixel runs its own range unchecked. The blocks start at the
+        // first pixel whose taps are all inside (in_lo), so that the interior is whole blocks; the pixels
+        // before it and after the last whole block make blocks of their own.
+        const int64_t in_lo = std::min(Q, pw <= 0 ? 0 : (pw + sw - 1) / sw);  // q*sw - pw >= 0
+        for (int64_t q0 = 0, nb = 0; q0 < Q && C16 > 0; q0 += nb) {
+          nb = std::min(kQB, (q0 < in_lo ? in_lo : Q) - q0);
+          int64_t s_lo[kQB], s_hi[kQB], sf_lo = 0, sf_hi = pb.s;
+          for (int64_t j = 0; j < kQB; ++j) {
+            s_lo[j] = pb.s, s_hi[j] = 0;  // (none: a pixel past the block)
+            if (j < nb) {
+              const int64_t c0 = (q0 + j) * sw - pw;  // tap s reads column c0 + s*dw, inside for [lo, hi)
+              s_lo[j] = c0 >= 0 ? 0 : (-c0 + dw - 1) / dw;
+              s_hi[j] = c0 > W - 1 ? 0 : std::min<int64_t>(pb.s, (W - 1 - c0) / dw + 1);
+            }
+            sf_lo = std::max(sf_lo, s_lo[j]), sf_hi = std::min(sf_hi, s_hi[j]);
+          }
+          sf_hi = std::max(sf_hi, sf_lo);
+          if (nb == 1) {  // one pixel (an edge's): its taps inside, unchecked
+            for (int64_t c0 = 0; c0 < C16; c0 += 16) {
+              v16 a0 = {};
+              for (int64_t r = 0; r < pb.r; ++r) {
+                const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
+                if (h < 0 || h >= H) continue;
+                const float* xq = x + ((n * H + h) * W + q0 * sw - pw) * C + c0;
+                const float* wr = wt + r * pb.s * C + c0;
+                for (int64_t s = s_lo[0]; s < s_hi[0]; ++s) {
+                  v16 wv, xv;
+                  load16(wv, wr + s * C);
+                  load16(xv, xq + s * dw * C);
+                  a0 += xv * wv;
+                }
+              }
+              store16(acc + q0 * C + c0, a0);
+            }
+            continue;
+          }
           for (int64_t c0 = 0; c0 < C16; c0 += 16) {
             v16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
             for (int64_t r = 0; r < pb.r; ++r) {
               const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
               if (h < 0 || h >= H) continue;
-              const float* xq = x + ((n * H + h) * W + q * sw - pw) * C + c0;
+              // (xq: tap 0 of pixel 0, possibly outside the image: only offsets inside are read)
+              const float* xq = x + ((n * H + h) * W + q0 * sw - pw) * C + c0;
+              const float* wr = wt + r * pb.s * C + c0;
               for (int64_t s = 0; s < pb.s; ++s) {
                 const float* xs = xq + s * dw * C;
                 v16 wv, x0, x1, x2, x3;
-                load16(wv, wt + (r * pb.s + s) * C + c0);
-                load16(x0, xs);
-                load16(x1, xs + sw * C);
-                load16(x2, xs + 2 * sw * C);
-                load16(x3, xs + 3 * sw * C);
-                a0 += x0 * wv;
-                a1 += x1 * wv;
-                a2 += x2 * wv;
-                a3 += x3 * wv;
+                load16(wv, wr + s * C);
+                if (s >= sf_lo && s < sf_hi) {
+                  load16(x0, xs);
+                  load16(x1, xs + sw * C);
+                  load16(x2, xs + 2 * sw * C);
+                  load16(x3, xs + 3 * sw * C);
+                  a0 += x0 * wv;
+                  a1 += x1 * wv;
+                  a2 += x2 * wv;
+                  a3 += x3 * wv;
+                } else {
+                  if (s >= s_lo[0] && s < s_hi[0]) load16(x0, xs), a0 += x0 * wv;
+                  if (s >= s_lo[1] && s < s_hi[1]) load16(x1, xs + sw * C), a1 += x1 * wv;
+                  if (s >= s_lo[2] && s < s_hi[2]) load16(x2, xs + 2 * sw * C), a2 += x2 * wv;
+                  if (s >= s_lo[3] && s < s_hi[3]) load16(x3, xs + 3 * sw * C), a3 += x3 * wv;
+                }
               }
             }
-            store16(acc + q * C + c0, a0);
-            store16(acc + (q + 1) * C + c0, a1);
-            store16(acc + (q + 2) * C + c0, a2);
-            store16(acc + (q + 3) * C + c0, a3);
+            // (constant indices: the accumulators stay in registers)
+            if (nb > 0) store16(acc + q0 * C + c0, a0);
+            if (nb > 1) store16(acc + (q0 + 1) * C + c0, a1);
+            if (nb > 2) store16(acc + (q0 + 2) * C + c0, a2);
+            if (nb > 3) store16(acc + (q0 + 3) * C + c0, a3);
           }
-        // The rest, one tap at a time over the row: outputs outside [qa, qb), and the channels [C16, C) inside.
-        for (int64_t r = 0; r < pb.r; ++r) {
+        }
+        // The channels [C16, C), one tap at a time over the row.
+        for (int64_t r = 0; r < pb.r && C16 < C; ++r) {
           const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
           if (h < 0 || h >= H) continue;
           const float* xr = x + (n * H + h) * W * C;          for (int64_t s = 0; s < pb.s; ++s) {
@@ -120,9 +164,8 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
             for (int64_t q = q_lo; q < q_hi; ++q) {
               const float* xp = xr + (q * sw + off) * C;
               float* ap = acc + q * C;
-              const int64_t c_from = q >= qa && q < qb ? C16 : 0;  // (the interior's vectors are done)
 #pragma omp simd
-              for (int64_t c = c_from; c < C; ++c) ap[c] += xp[c] * wp[c];
+              for (int64_t c = C16; c < C; ++c) ap[c] += xp[c] * wp[c];
             }
           }
         }
