@@ -4,7 +4,7 @@
 // What it adds over cpu_direct and cpu_im2col_gemm, which treat a depthwise layer as C convolutions of one
 // channel each (a 1-wide GEMM per group, or a direct kernel whose register tile spans 32 output channels
 // of which one is real): nothing but the R*S multiply-adds per output, laid out for the vector units.
-//   NHWC: one output row (all Q pixels, all C channels) at a time, in blocks of up to 4 pixels x 16 channels
+//   NHWC: one output row (all Q pixels, all C channels) at a time, in blocks of up to 8 pixels x 16 channels
 //         accumulated in registers over the taps that lie inside the image (each pixel's range of taps along
 //         W computed once a block; the taps inside for the whole block unchecked), the edges included; the
 //         channels past the last 16 one tap at a time over the row (per tap the pixels whose input column
@@ -23,7 +23,7 @@
 // these layers (ConvNeXt-T's 7x7 depthwise layers made its bf16 forward 4.5x torch's time on the CPU).
 // measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3; 2026-12-01): the MobileNetV2, EfficientNet-B0 and
 // ConvNeXt-T depthwise layers in NCHW 0.31-1.41x (geomean 0.80x); NHWC (2026-12-05) the 26 layers' sum
-// 1.50 ms against oneDNN's 0.72 (2 threads; 0.48x).
+// 1.44 ms against oneDNN's 0.72 (2 threads; 0.50x; 1.73 ms before the tap-range blocks).
 // docs/kernels.md, docs/perf.md.
 #include <algorithm>
 #include <cmath>
@@ -48,7 +48,7 @@ namespace {
 typedef float v16 __attribute__((vector_size(64)));
 inline void load16(v16& v, const float* p) { std::memcpy(&v, p, sizeof(v)); }
 inline void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof(v)); }
-constexpr int64_t kQB = 4;  // NHWC interior: output pixels accumulated together in registers
+constexpr int64_t kQB = 8;  // NHWC: output pixels accumulated together in registers (8 of 32 vector registers)
 
 
 // The part of the epilogue after the sum, for n outputs of one channel (NCHW: bias[k] for all) starting at
@@ -116,7 +116,7 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
             continue;
           }
           for (int64_t c0 = 0; c0 < C16; c0 += 16) {
-            v16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+            v16 a[kQB] = {};
             for (int64_t r = 0; r < pb.r; ++r) {
               const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
               if (h < 0 || h >= H) continue;
@@ -125,30 +125,30 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
               const float* wr = wt + r * pb.s * C + c0;
               for (int64_t s = 0; s < pb.s; ++s) {
                 const float* xs = xq + s * dw * C;
-                v16 wv, x0, x1, x2, x3;
+                v16 wv;
                 load16(wv, wr + s * C);
                 if (s >= sf_lo && s < sf_hi) {
-                  load16(x0, xs);
-                  load16(x1, xs + sw * C);
-                  load16(x2, xs + 2 * sw * C);
-                  load16(x3, xs + 3 * sw * C);
-                  a0 += x0 * wv;
-                  a1 += x1 * wv;
-                  a2 += x2 * wv;
-                  a3 += x3 * wv;
+#pragma GCC unroll 8
+                  for (int64_t j = 0; j < kQB; ++j) {
+                    v16 xv;
+                    load16(xv, xs + j * sw * C);
+                    a[j] += xv * wv;
+                  }
                 } else {
-                  if (s >= s_lo[0] && s < s_hi[0]) load16(x0, xs), a0 += x0 * wv;
-                  if (s >= s_lo[1] && s < s_hi[1]) load16(x1, xs + sw * C), a1 += x1 * wv;
-                  if (s >= s_lo[2] && s < s_hi[2]) load16(x2, xs + 2 * sw * C), a2 += x2 * wv;
-                  if (s >= s_lo[3] && s < s_hi[3]) load16(x3, xs + 3 * sw * C), a3 += x3 * wv;
+#pragma GCC unroll 8
+                  for (int64_t j = 0; j < kQB; ++j)
+                    if (s >= s_lo[j] && s < s_hi[j]) {
+                      v16 xv;
+                      load16(xv, xs + j * sw * C);
+                      a[j] += xv * wv;
+                    }
                 }
               }
             }
-            // (constant indices: the accumulators stay in registers)
-            if (nb > 0) store16(acc + q0 * C + c0, a0);
-            if (nb > 1) store16(acc + (q0 + 1) * C + c0, a1);
-            if (nb > 2) store16(acc + (q0 + 2) * C + c0, a2);
-            if (nb > 3) store16(acc + (q0 + 3) * C + c0, a3);
+            // (constant bounds, unrolled: the accumulators stay in registers)
+#pragma GCC unroll 8
+            for (int64_t j = 0; j < kQB; ++j)
+              if (j < nb) store16(acc + (q0 + j) * C + c0, a[j]);
           }
         }
         // The channels [C16, C), one tap at a time over the row.
