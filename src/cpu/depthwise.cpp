@@ -92,8 +92,8 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
               const int64_t c0 = (q0 + j) * sw - pw;  // tap s reads column c0 + s*dw, inside for [lo, hi)
               s_lo[j] = c0 >= 0 ? 0 : (-c0 + dw - 1) / dw;
               s_hi[j] = c0 > W - 1 ? 0 : std::min<int64_t>(pb.s, (W - 1 - c0) / dw + 1);
+              sf_lo = std::max(sf_lo, s_lo[j]), sf_hi = std::min(sf_hi, s_hi[j]);  // (over the block's pixels)
             }
-            sf_lo = std::max(sf_lo, s_lo[j]), sf_hi = std::min(sf_hi, s_hi[j]);
           }
           sf_hi = std::max(sf_hi, sf_lo);
           if (nb == 1) {  // one pixel (an edge's): its taps inside, unchecked
@@ -127,13 +127,21 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
                 const float* xs = xq + s * dw * C;
                 v16 wv;
                 load16(wv, wr + s * C);
-                if (s >= sf_lo && s < sf_hi) {
+                if (s >= sf_lo && s < sf_hi && nb == kQB) {
 #pragma GCC unroll 8
                   for (int64_t j = 0; j < kQB; ++j) {
                     v16 xv;
                     load16(xv, xs + j * sw * C);
                     a[j] += xv * wv;
                   }
+                } else if (s >= sf_lo && s < sf_hi) {  // (a partial block: its pixels only)
+#pragma GCC unroll 8
+                  for (int64_t j = 0; j < kQB; ++j)
+                    if (j < nb) {
+                      v16 xv;
+                      load16(xv, xs + j * sw * C);
+                      a[j] += xv * wv;
+                    }
                 } else {
 #pragma GCC unroll 8
                   for (int64_t j = 0; j < kQB; ++j)
