@@ -64,48 +64,47 @@ struct DwTma {
   FastDiv div_p, div_q, div_n;  // tiles_p, tiles_q and N as divisors (the tile decode)
 };
 
-// A lane's kCl channels of one pixel (kCl * sizeof(T) bytes at p: one 16-bit value, or two packed in a
-// 32-bit word, or one fp32) as fp32.
+// A lane's kCl channels of one pixel, kCl * sizeof(T) bytes: one 16-bit value, two packed in a 32-bit word, or
+// one fp32. LaneBits is their size as an integer; unpack_lane turns them into fp32.
 template <typename T, int kCl>
-__device__ __forceinline__ void load_lane(const void* p, float (&x)[kCl]) {
-  if constexpr (kCl == 1) {
-    x[0] = elem_to_float<T>(*static_cast<const T*>(p));
+using LaneBits = std::conditional_t<sizeof(T) * kCl == 4, uint32_t, unsigned short>;
+
+template <typename T, int kCl>
+__device__ __forceinline__ void unpack_lane(LaneBits<T, kCl> v, float (&x)[kCl]) {
+  static_assert(sizeof(T) * kCl == sizeof(v), "one 16-bit value or 4 bytes a lane");
+  if constexpr (kCl == 1 && sizeof(T) == 4) {
+    x[0] = __uint_as_float(v);
+  } else if constexpr (kCl == 1) {
+    T h;
+    memcpy(&h, &v, 2);
+    x[0] = elem_to_float<T>(h);
   } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const uint32_t v = *static_cast<const uint32_t*>(p);
     x[0] = __uint_as_float(v << 16);  // a bf16 is the top half of an fp32 (exact)
     x[1] = __uint_as_float(v & 0xffff0000u);
   } else {
-    const float2 f = __half22float2(*static_cast<const __half2*>(p));
+    __half2 h;
+    memcpy(&h, &v, 4);
+    const float2 f = __half22float2(h);
     x[0] = f.x, x[1] = f.y;
   }
+}
+
+// The lane's channels at p (global memory).
+template <typename T, int kCl>
+__device__ __forceinline__ void load_lane(const void* p, float (&x)[kCl]) {
+  unpack_lane<T, kCl>(*static_cast<const LaneBits<T, kCl>*>(p), x);
 }
 
 // The same from shared memory at a 32-bit shared-window address (ld.shared: the address stays an integer
 // sum, which ptxas folds into the load's register + uniform register + immediate operand).
 template <typename T, int kCl>
 __device__ __forceinline__ void load_lane_shared(uint32_t a, float (&x)[kCl]) {
-  if constexpr (sizeof(T) * kCl == 4) {
-    uint32_t v;
+  LaneBits<T, kCl> v;
+  if constexpr (sizeof(v) == 4)
     asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
-    if constexpr (kCl == 1) {
-      x[0] = __uint_as_float(v);  // fp32
-    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      x[0] = __uint_as_float(v << 16);
-      x[1] = __uint_as_float(v & 0xffff0000u);
-    } else {
-      __half2 h;
-      memcpy(&h, &v, 4);
-      const float2 f = __half22float2(h);
-      x[0] = f.x, x[1] = f.y;
-    }
-  } else {
-    static_assert(sizeof(T) == 2 && kCl == 1, "one 16-bit value or 4 bytes a lane");
-    unsigned short v;
+  else
     asm volatile("ld.shared.b16 %0, [%1];" : "=h"(v) : "r"(a) : "memory");
-    T h;
-    memcpy(&h, &v, 2);
-    x[0] = elem_to_float<T>(h);
-  }
+  unpack_lane<T, kCl>(v, x);
 }
 
 // A lane's kCl values rounded to T and stored at p, a global address (st.global: p comes through
