@@ -227,6 +227,52 @@ TEST(CudaDepthwise, TmaKernelEveryVariant) {
   EXPECT_GT(ran, 60);  // about 14 shapes x 2 types x 5 variants
 }
 
+// The NCHW TMA kernel alone (fp32 NCHW; compute-sanitizer runs it the same way): every variant on every shape
+// it takes, bit-exact on small integers, with bias, residual (in place on some) and an activation. Beyond the
+// shared shapes: tiles across a row wider than one box (Q = 260), stride 2 on odd heights with 5x5 and 7x7,
+// channel chunks of which the last is partly past C, padding past the filter, and whole planes (rows not 16-byte
+// aligned) of one, two and four planes a box row, with 3x3, 5x5 and 7x7 at both strides.
+TEST(CudaDepthwise, NchwTmaKernelEveryVariant) {
+  const Algorithm* a = gpu_depthwise();
+  if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
+  CKT_REQUIRE_USABLE(*a);
+  std::vector<std::string> specs(std::begin(ckt::kDepthwiseSpecs), std::end(ckt::kDepthwiseSpecs));
+  for (const char* s : {"n1c6h9w260k6r3s3p1g6", "n2c5h11w264k5r3s3p1u2g5", "n2c20h33w36k20r5s5p2u2g20",
+                        "n1c12h19w20k12r7s7p3g12", "n2c10h10w12k10r7s7p7u2g10", "n1c8h12w16k8r3s3p5g8", "n3c40h16w16k40r3s3p1g40",
+                        "n3c12h7w7k12r7s7p3g12", "n2c20h14w14k20r5s5p2u2g20", "n2c36h14w14k36r3s3p1g36",
+                        "n2c64h7w7k64r3s3p1u2g64", "n1c8h5w10k8r5s5p2g8", "n4c24h7w7k24r5s5p2g24"})
+    specs.push_back(s);
+  uint32_t seed = 5100;
+  int ran = 0, act = 0;
+  for (const std::string& spec : specs) {
+    const Conv2dProblem p = Conv2dProblem::parse(spec);
+    const ConvConfig cfg{DType::f32, Layout::nchw, Device::cuda, MathMode::strict};
+    std::vector<std::string> tma;
+    for (const std::string& v : a->variants(p, cfg))
+      if (v.rfind("tma/", 0) == 0) tma.push_back(v);
+    if (tma.empty()) continue;
+    ckt::EpilogueSpec es;
+    es.bias = true;
+    es.residual = (seed % 2) == 0;
+    es.residual_aliases_dst = es.residual && (seed % 4 == 0);
+    es.activation = act++ % 2 ? Activation::relu6 : Activation::relu;
+    const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, ckt::Fill::small_ints);
+    const std::vector<double> want = ckt::reference(c).memory_order();
+    for (const std::string& v : tma) {
+      const ckt::Verdict verdict = ckt::check_variant(*a, c, v, want, 1e-5, true);
+      EXPECT_TRUE(verdict.ok) << spec << " variant " << v << ": " << verdict.message;
+      ++ran;
+    }
+  }
+  EXPECT_GT(ran, 40);  // about 18 shapes x 3 variants
+  // What it does not take: 16-bit NCHW, dilation, rows not 16-byte aligned in images past 256 pixels.
+  for (const auto& [spec, dt] : {std::pair{"n2c32h17w19k32r3s3p1g32", DType::f32}, std::pair{"n2c32h16w16k32r3s3p1g32", DType::bf16},
+                                 std::pair{"n2c16h12w12k16r3s3p4d2g16", DType::f32}}) {
+    const std::vector<std::string> vs = a->variants(Conv2dProblem::parse(spec), {dt, Layout::nchw, Device::cuda, MathMode::strict});
+    for (const std::string& v : vs) EXPECT_NE(v.rfind("tma/", 0), 0u) << spec << " " << v;
+  }
+}
+
 // The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): on a
 // device with the copy engine (compute capability 9.0) the TMA kernel's whole pixels up to 256 channels, and
 // past them its chunks at 3x3 stride 1, 3x3 stride 2 on outputs of 14 columns or fewer, 16-bit 5x5 and 7x7
@@ -268,6 +314,33 @@ TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
     EXPECT_EQ(vs.front(), kernel) << spec << " f32";
     EXPECT_EQ(std::set<std::string>(vs.begin(), vs.end()).size(), vs.size()) << spec << ": a variant twice";
   }
+}
+
+// The heuristic's kernel for fp32 NCHW layers: the NCHW TMA kernel where the device runs it (256/s2 on wide
+// outputs, 64/s4 on whole planes at stride 1, 128/s3 on whole planes at stride 2 and outputs of 16 columns or
+// fewer), else the window and general kernels; 16-bit NCHW never takes it.
+TEST(CudaDepthwise, TheHeuristicsKernelForCommonNchwLayers) {
+  const Algorithm* a = gpu_depthwise();
+  if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";
+  const ConvConfig f32{DType::f32, Layout::nchw, Device::cuda, MathMode::strict};
+  const std::vector<std::string> probe = a->variants(Conv2dProblem::parse("n32c144h56w56k144r3s3p1g144"), f32);
+  const bool tma = std::find(probe.begin(), probe.end(), "tma/256/s2/nchw") != probe.end();
+  const std::pair<const char*, const char*> want[] = {
+      {"n32c144h56w56k144r3s3p1g144", tma ? "tma/256/s2/nchw" : "window"},
+      {"n32c96h112w112k96r3s3p1u2g96", tma ? "tma/256/s2/nchw" : "general"},
+      {"n32c192h28w28k192r3s3p1u2g192", tma ? "tma/128/s3/nchw" : "general"},
+      {"n32c960h7w7k960r3s3p1g960", tma ? "tma/64/s4/nchw" : "window"},
+      {"n32c672h14w14k672r5s5p2g672", tma ? "tma/64/s4/nchw" : "window"},
+      {"n32c576h14w14k576r3s3p1u2g576", tma ? "tma/128/s3/nchw" : "general"},
+      {"n32c96h56w56k96r7s7p3g96", tma ? "tma/256/s2/nchw" : "window"}};
+  for (const auto& [spec, kernel] : want) {
+    const std::vector<std::string> vs = a->variants(Conv2dProblem::parse(spec), f32);
+    EXPECT_EQ(vs.front(), kernel) << spec;
+    EXPECT_EQ(std::set<std::string>(vs.begin(), vs.end()).size(), vs.size()) << spec << ": a variant twice";
+  }
+  const ConvConfig bf16{DType::bf16, Layout::nchw, Device::cuda, MathMode::strict};
+  for (const std::string& v : a->variants(Conv2dProblem::parse("n32c144h56w56k144r3s3p1g144"), bf16))
+    EXPECT_EQ(v.find("nchw"), std::string::npos) << v;
 }
 
 TEST(CudaDepthwise, RejectsWhatItCannotDoWithAReason) {

@@ -21,14 +21,16 @@
 // (depthwise_rows.cuh) walks a column strip down the image with its rows in a cp.async ring; the column
 // kernel (depthwise_cols.cuh) walks one output column a thread with no shared memory; the tensor-core kernel
 // (depthwise_mma.cuh) runs two taps a multiply on mma.sync; the TMA kernel (depthwise_tma.cuh, Hopper) has
-// its tiles copied in by the tensor-memory-access engine in a persistent grid. Each is a variant
-// ("rows/<threads>/d<depth>", "mma/<pixels>/s<steps>", "tma/<threads>/s<stages>[/c2|/px]", "cols", "window",
-// "general"); heuristic_kernel says which it takes where.
+// its tiles copied in by the tensor-memory-access engine in a persistent grid, and its fp32 NCHW counterpart
+// (depthwise_tma_nchw.cuh) likewise. Each is a variant ("rows/<threads>/d<depth>", "mma/<pixels>/s<steps>",
+// "tma/<threads>/s<stages>[/c2|/px|/nchw]", "cols", "window", "general"); heuristic_kernel says which it takes
+// where.
 // nvcc -Xptxas -v (sm_90): general 32-78 registers, window 55-64, rows 78-100, mma 104-157, no spills.
 // measured (H100, 2026-12-05, commit 5b90bef, NHWC batch 32, the heuristic's kernel, cuDNN in the same
 // process): the 26 depthwise layers of MobileNetV2, EfficientNet-B0 and ConvNeXt-T in bf16 0.91-1.44x cuDNN,
 // geomean 1.19x (mbv2_dw3x3_144_56 0.0308 ms, tma/256/s2/px, 1.24x; cnxt_dw7x7_384_14 0.0285, window, 0.91x);
-// 23 layers in f32 0.92-3.01x, geomean 1.20x.
+// 23 layers in f32 0.92-3.01x, geomean 1.20x. f32 NCHW (2026-12-05, the NCHW TMA kernel): 0.93-6.65x, geomean
+// 1.76x (mbv2_dw3x3_144_56 0.0514 ms, 1.61x; mbv2_dw3x3_960_7 0.0198, 0.93x).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -497,6 +499,7 @@ __global__ void __launch_bounds__(256) depthwise_nchw_window_kernel(ConvDims d, 
 #include "cuda/direct/depthwise_cols.cuh"
 #include "cuda/direct/depthwise_mma.cuh"
 #include "cuda/direct/depthwise_tma.cuh"
+#include "cuda/direct/depthwise_tma_nchw.cuh"
 
 namespace convkit::detail {
 namespace {
@@ -892,10 +895,108 @@ bool tma_take(const Conv2dProblem& pb, const ConvConfig& cfg, TmaChoice choice) 
   return t.smem <= 200 * 1024 && t.ih <= 256 && t.iw <= 256 && int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p < INT_MAX;
 }
 
+// The NCHW TMA kernel (depthwise_tma_nchw.cuh), variants "tma/<threads>/s<stages>/nchw": fp32 NCHW, M = 1, a
+// square 3x3, 5x5 or 7x7 filter, the same stride (1 or 2) both ways, dilation 1; W a multiple of 4 with the
+// padding along W (R - 1) / 2 modulo 4 (tiles with their halo) or an image of at most 256 pixels (whole planes,
+// any padding), a device and build of compute capability 9.0.
+constexpr TmaChoice kTmaNchwChoices[] = {{256, 2}, {256, 3}, {128, 3}, {64, 4}};
+
+std::string tma_nchw_name(TmaChoice c) { return tma_name(c) + "/nchw"; }
+
+bool parse_tma_nchw_variant(const std::string& v, TmaChoice& c) {
+  for (TmaChoice k : kTmaNchwChoices)
+    if (tma_nchw_name(k) == v) { c = k; return true; }
+  return false;
+}
+
+// A thread's output rows (kPw; its columns are always 4): as many as keep the taps, the accumulators and a
+// window row in registers.
+constexpr int tma_nchw_rows(int k, int u) { return k == 3 ? (u == 1 ? 4 : 2) : k == 5 ? 2 : (u == 1 ? 2 : 1); }
+
+// Tiles (W % 4 == 0): tx threads across the columns (the most, up to 32, whose box row stays within 256
+// columns), then the (ty, nsub) with the fewest input rows staged plus output rows computed down the image
+// (halo re-reads against rows past P; more threads on a tie) while a channel's stage stays under 32 KB; then
+// cb channels a tile with the rest of the block, as long as a stage stays under 32 KB and the launch keeps
+// 512 tiles. Planes (other W, up to 256 pixels): the whole image a tile, cb planes of it (a multiple of g).
+DwTmaNchw plan_tma_nchw(const Conv2dProblem& pb, TmaChoice choice) {
+  DwTmaNchw t;
+  const int K = int(pb.r), U = int(pb.stride_h), pw = tma_nchw_rows(K, U), qt = 4;
+  const int64_t P = pb.p(), Q = pb.q(), HW = pb.h * pb.w;
+  const int64_t groups = (P + pw - 1) / pw;  // row groups of the image
+  t.stages = choice.stages;
+  t.plane = pb.w % 4 != 0;
+  auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  if (t.plane) {
+    while ((t.g * HW * 4) % 16 != 0) ++t.g;
+    t.tx = int(ceil_div(Q, qt));
+    t.nsub = 1;
+    while (t.tx * ceil_div(groups, t.nsub) > choice.threads && t.nsub < groups) ++t.nsub;
+    t.ty = int(ceil_div(groups, t.nsub));
+    t.tile_q = int(Q), t.tile_p = int(P);
+    t.iw = int(pb.w), t.ih = int(pb.h);
+    const int64_t per_ch = int64_t(t.tx) * t.ty;
+    t.cb = int(std::max<int64_t>(t.g, choice.threads / std::max<int64_t>(per_ch, 1) / t.g * t.g));
+    while (t.cb > t.g && (t.cb * HW * 4 > 32 * 1024 || int64_t(pb.n) * ceil_div(pb.c, t.cb) < 512)) t.cb -= t.g;
+  } else {
+    // (the box from tma_nchw_off(K) columns left of the first window through the last window's 16-byte loads)
+    const int off = tma_nchw_off(K), cols = (qt - 1) * U + K;
+    auto iw_of = [&](int64_t tx) { return int(((tx - 1) * qt * U + (off + cols + 3) / 4 * 4 + 3) / 4 * 4); };
+    t.tx = int(std::min<int64_t>({ceil_div(Q, qt), 32, choice.threads}));
+    while (t.tx > 1 && iw_of(t.tx) > 256) --t.tx;
+    t.iw = iw_of(t.tx);
+    t.tile_q = t.tx * qt;
+    int64_t best = INT64_MAX;
+    for (int64_t ty = 1; ty <= std::min<int64_t>(groups, choice.threads / t.tx); ++ty)
+      for (int64_t m = 1; m <= ceil_div(groups, ty); ++m) {
+        const int64_t rows = pw * ty * m, ih = (rows - 1) * U + K, tiles = ceil_div(groups, ty * m);
+        if ((ih > 256 || ih * t.iw * 4 > 32 * 1024) && (ty > 1 || m > 1)) break;  // (taller only grows)
+        const int64_t cost = tiles * (ih + rows);
+        if (cost <= best) best = cost, t.ty = int(ty), t.nsub = int(m);
+      }
+    t.tile_p = pw * t.ty * t.nsub;
+    t.ih = (t.tile_p - 1) * U + K;
+    const int64_t tiles = ceil_div(Q, t.tile_q) * ceil_div(P, t.tile_p);
+    t.cb = int(std::clamp<int64_t>(choice.threads / (int64_t(t.tx) * t.ty), 1, std::min<int64_t>(pb.c, 256)));
+    while (t.cb > 1 && (int64_t(t.cb) * t.ih * t.iw * 4 > 32 * 1024 || int64_t(pb.n) * ceil_div(pb.c, t.cb) * tiles < 512))
+      --t.cb;
+  }
+  t.chunks = int(ceil_div(pb.c, t.cb));
+  t.tiles_q = int(ceil_div(Q, t.tile_q));
+  t.tiles_p = int(ceil_div(P, t.tile_p));
+  t.box_bytes = int(int64_t(t.cb) * t.ih * t.iw * 4);
+  t.stage_bytes = (t.box_bytes + 127) / 128 * 128;
+  t.smem = int64_t(t.stages) * t.stage_bytes;
+  t.items = int(std::min<int64_t>(int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p, INT_MAX));
+  t.threads = t.cb * t.tx * t.ty;
+  t.div_p = FastDiv(uint32_t(t.tiles_p));
+  t.div_q = FastDiv(uint32_t(t.tiles_q));
+  t.div_n = FastDiv(uint32_t(std::max<int64_t>(pb.n, 1)));
+  return t;
+}
+
+bool tma_nchw_take(const Conv2dProblem& pb, const ConvConfig& cfg, TmaChoice choice) {
+  if (cfg.layout != Layout::nchw || cfg.dtype != DType::f32 || pb.k_per_group() != 1 || pb.r != pb.s ||
+      (pb.r != 3 && pb.r != 5 && pb.r != 7) || pb.stride_h != pb.stride_w || (pb.stride_h != 1 && pb.stride_h != 2) ||
+      pb.dilation_h != 1 || pb.dilation_w != 1 || pb.n <= 0)
+    return false;
+  const int64_t HW = pb.h * pb.w;
+  if (pb.w % 4 != 0) {  // planes: g planes a box row, within a box row's 256 elements
+    int64_t g = 1;
+    while ((g * HW * 4) % 16 != 0) ++g;
+    if (g * HW > 256 || pb.c % g != 0) return false;
+  } else if (pb.pad_w % 4 != (pb.r - 1) / 2 % 4) {  // tiles: a box's first column a multiple of 4
+    return false;
+  }
+  if (!tma_device_ok()) return false;
+  const DwTmaNchw t = plan_tma_nchw(pb, choice);
+  return t.threads <= choice.threads && t.smem <= 200 * 1024 && t.ih <= 256 && t.iw <= 256 && t.cb <= 256 &&
+         int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p < INT_MAX;
+}
+
 // The kernel of one call: the rows kernel with its tile choice, the tensor-core kernel with its tile, the
 // column, the window or the general kernel.
 struct DwKernel {
-  enum Kind { rows, mma, cols, window, general, tma } kind = general;
+  enum Kind { rows, mma, cols, window, general, tma, tma_nchw } kind = general;
   RowsChoice rows_choice;
   MmaChoice mma_choice;
   TmaChoice tma_choice;
@@ -905,6 +1006,7 @@ std::string name_of(const DwKernel& k) {
   return k.kind == DwKernel::rows     ? rows_name(k.rows_choice)
          : k.kind == DwKernel::mma    ? mma_name(k.mma_choice)
          : k.kind == DwKernel::tma    ? tma_name(k.tma_choice)
+         : k.kind == DwKernel::tma_nchw ? tma_nchw_name(k.tma_choice)
          : k.kind == DwKernel::cols   ? kCols
          : k.kind == DwKernel::window ? kWindow
                                       : kGeneral;
@@ -954,6 +1056,19 @@ constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {
 constexpr TmaChoice kTmaPixels{256, 2, 0, 1};
 bool tma_pixels_take(const Conv2dProblem& pb, const ConvConfig& cfg) { return pb.c <= 256 && tma_take(pb, cfg, kTmaPixels); }
 
+// The NCHW TMA kernel (2026-12-05, the three suites in f32 NCHW on an H100, docs/perf.md): wherever it takes
+// the problem (2.2-4.9x the window and general kernels on all 26 layers). On whole planes at stride 1 in
+// blocks of 64 threads and 4 stages (more, smaller tiles: 1.04-1.11x 128/s3 at 3x3, 1.01-1.06x at 5x5 and
+// 7x7); on whole planes at stride 2 and outputs of 16 columns or fewer in blocks of 128 and 3 stages (3-12%
+// ahead of 256/s2 there; 64/s4 0.96-1.01x); elsewhere 256/s2 (at 56 and 112 columns 128/s3 lost up to 25%,
+// 64/s4 up to 55%).
+TmaChoice tma_nchw_choice(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  const TmaChoice planes{64, 4}, small{128, 3};
+  const bool plane = pb.w % 4 != 0;
+  if (plane && pb.stride_h == 1 && tma_nchw_take(pb, cfg, planes)) return planes;
+  return (plane || pb.q() <= 16) && tma_nchw_take(pb, cfg, small) ? small : kTmaNchwChoices[0];
+}
+
 bool tma_heuristic_takes(const Conv2dProblem& pb, const ConvConfig& cfg) {
   if (!tma_take(pb, cfg, TmaChoice{})) return false;
   if (tma_pixels_take(pb, cfg)) return true;
@@ -975,6 +1090,12 @@ TmaChoice tma_heuristic_choice(const Conv2dProblem& pb, const ConvConfig& cfg) {
 }
 
 DwKernel heuristic_kernel(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  if (tma_nchw_take(pb, cfg, kTmaNchwChoices[0])) {
+    DwKernel k;
+    k.kind = DwKernel::tma_nchw;
+    k.tma_choice = tma_nchw_choice(pb, cfg);
+    return k;
+  }
   if (tma_heuristic_takes(pb, cfg)) {
     DwKernel k;
     k.kind = DwKernel::tma;
@@ -1013,6 +1134,10 @@ std::vector<std::string> variants_of(const Conv2dProblem& pb, const ConvConfig& 
                                  first.tma_choice.stages != c.stages || first.tma_choice.cl != c.cl ||
                                  first.tma_choice.px != c.px))
       v.push_back(tma_name(c));
+  for (TmaChoice c : kTmaNchwChoices)
+    if (tma_nchw_take(pb, cfg, c) && (first.kind != DwKernel::tma_nchw || first.tma_choice.threads != c.threads ||
+                                      first.tma_choice.stages != c.stages))
+      v.push_back(tma_nchw_name(c));
   if (cols_take(pb, cfg) && first.kind != DwKernel::cols) v.push_back(kCols);
   if (window_takes(pb, cfg) && first.kind != DwKernel::window) v.push_back(kWindow);
   if (first.kind != DwKernel::general) v.push_back(kGeneral);
@@ -1039,6 +1164,10 @@ DwKernel kernel_for(const ConvCall& call) {
   if (call.variant == kCols && cols_take(pb, cfg)) return {DwKernel::cols, {}};
   if (parse_tma_variant(call.variant, k.tma_choice) && tma_take(pb, cfg, k.tma_choice)) {
     k.kind = DwKernel::tma;
+    return k;
+  }
+  if (parse_tma_nchw_variant(call.variant, k.tma_choice) && tma_nchw_take(pb, cfg, k.tma_choice)) {
+    k.kind = DwKernel::tma_nchw;
     return k;
   }
   if (parse_mma_variant(call.variant, k.mma_choice) && mma_take(pb, cfg, k.mma_choice)) {
@@ -1154,6 +1283,66 @@ void launch_tma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>
   return launch_tma_k2<T, 1, false>(call, d, epi, st, t);
 }
 
+template <int kK, int kU, bool kPlane>
+void launch_tma_nchw_k(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<float>& epi, cudaStream_t st,
+                       const DwTmaNchw& t) {
+  auto kernel = depthwise_nchw_tma_kernel<kK, kU, tma_nchw_rows(kK, kU), kPlane>;
+  const void* kp = reinterpret_cast<const void*>(kernel);
+  opt_in_dynamic_smem(kp, t.smem);
+  const int64_t grid = std::min<int64_t>(t.items, int64_t(blocks_per_sm(kp, t.threads, t.smem)) * sm_count_of_current_device());
+  // Tiles: the input as the 4-D tensor (W, H, C, N), innermost first, boxes of iw columns x ih rows x cb
+  // channels of one image (the padding arrives as zeros). Planes: (g * H * W, C / g, N, 1), boxes of cb / g
+  // runs of g whole planes.
+  const Conv2dProblem& pb = call.problem;
+  const int64_t es = 4, hw = pb.h * pb.w;
+  cuuint64_t dims[4], strides[3];
+  cuuint32_t box[4];
+  if (kPlane) {
+    const int64_t g = t.g;
+    dims[0] = cuuint64_t(g * hw), dims[1] = cuuint64_t(pb.c / g), dims[2] = cuuint64_t(pb.n), dims[3] = 1;
+    strides[0] = cuuint64_t(g * hw * es), strides[1] = cuuint64_t(pb.c * hw * es), strides[2] = cuuint64_t(pb.n * pb.c * hw * es);
+    box[0] = cuuint32_t(g * hw), box[1] = cuuint32_t(t.cb / g), box[2] = 1, box[3] = 1;
+  } else {
+    dims[0] = cuuint64_t(pb.w), dims[1] = cuuint64_t(pb.h), dims[2] = cuuint64_t(pb.c), dims[3] = cuuint64_t(pb.n);
+    strides[0] = cuuint64_t(pb.w * es), strides[1] = cuuint64_t(hw * es), strides[2] = cuuint64_t(pb.c * hw * es);
+    box[0] = cuuint32_t(t.iw), box[1] = cuuint32_t(t.ih), box[2] = cuuint32_t(t.cb), box[3] = 1;
+  }
+  // The kernel's mbarrier waits for exactly this many bytes a tile: any other count never completes (a hang).
+  if (int64_t(box[0]) * box[1] * box[2] * box[3] * es != t.box_bytes)
+    throw Error(StatusCode::internal, "cuda_depthwise: the NCHW TMA box of " + pb.to_string() + " is not the " +
+                                          std::to_string(t.box_bytes) + " bytes its barrier waits for.");
+  const cuuint32_t estrides[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, const_cast<void*>(call.src.data), dims,
+                                          strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error(StatusCode::cuda_error, "cuda_depthwise: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) +
+                                            ") for the NCHW input of " + pb.to_string() + ".");
+  kernel<<<unsigned(grid), t.threads, t.smem, st>>>(map, d, t, static_cast<const float*>(call.wei.data),
+                                                    static_cast<float*>(call.dst.data), epi);
+  CK_LAUNCH("depthwise_nchw_tma_kernel");
+}
+
+template <typename T>
+void launch_tma_nchw(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, TmaChoice choice) {
+  if constexpr (std::is_same_v<T, float>) {
+    const Conv2dProblem& pb = call.problem;
+    const DwTmaNchw t = plan_tma_nchw(pb, choice);
+    const bool s2 = pb.stride_h == 2;
+    if (t.plane) {
+      if (pb.r == 3) return s2 ? launch_tma_nchw_k<3, 2, true>(call, d, epi, st, t) : launch_tma_nchw_k<3, 1, true>(call, d, epi, st, t);
+      if (pb.r == 5) return s2 ? launch_tma_nchw_k<5, 2, true>(call, d, epi, st, t) : launch_tma_nchw_k<5, 1, true>(call, d, epi, st, t);
+      return s2 ? launch_tma_nchw_k<7, 2, true>(call, d, epi, st, t) : launch_tma_nchw_k<7, 1, true>(call, d, epi, st, t);
+    }
+    if (pb.r == 3) return s2 ? launch_tma_nchw_k<3, 2, false>(call, d, epi, st, t) : launch_tma_nchw_k<3, 1, false>(call, d, epi, st, t);
+    if (pb.r == 5) return s2 ? launch_tma_nchw_k<5, 2, false>(call, d, epi, st, t) : launch_tma_nchw_k<5, 1, false>(call, d, epi, st, t);
+    return s2 ? launch_tma_nchw_k<7, 2, false>(call, d, epi, st, t) : launch_tma_nchw_k<7, 1, false>(call, d, epi, st, t);
+  } else {
+    throw Error(StatusCode::internal, "cuda_depthwise: the NCHW TMA kernel has fp32 instances only");
+  }
+}
+
 bool tma_device_ok() {
   if (!cuda_present() || cc_major_of_current_device() < 9) return false;
   static const bool built = [] {
@@ -1220,6 +1409,13 @@ void launch(const ConvCall& call) {
     }
     CK_LAUNCH("depthwise_nhwc_kernel");
   } else {
+    if (choice.kind == DwKernel::tma_nchw) {
+      // (the copy engine reads from a 16-byte aligned address; the stores and residual reads are 16 bytes)
+      const auto& e = call.epilogue;
+      if (aligned16(src) && aligned16(dst) && (!e.residual || aligned16(e.residual)))
+        return launch_tma_nchw<T>(call, d, epi, st, choice.tma_choice);
+      choice.kind = DwKernel::general;
+    }
     const DwPlan t = plan_nchw(pb);
     const int64_t blocks = (int64_t(pb.n) * pb.k + t.planes - 1) / t.planes * t.tiles_p * t.tiles_q;
     const int wnd = choice.kind == DwKernel::window ? window_size(pb, Layout::nchw, 1) : 0;
