@@ -1307,6 +1307,11 @@ void launch_tma_nchw_k(const ConvCall& call, const ConvDims& d, const DeviceEpil
     strides[0] = cuuint64_t(pb.w * es), strides[1] = cuuint64_t(hw * es), strides[2] = cuuint64_t(pb.c * hw * es);
     box[0] = cuuint32_t(t.iw), box[1] = cuuint32_t(t.ih), box[2] = cuuint32_t(t.cb), box[3] = 1;
   }
+  // Every box's first column must sit on 16 bytes (else the copy is an illegal instruction): the tiles' column
+  // origins tq * tile_q * U - pad_w - kOff are multiples of 4 (tma_nchw_take's padding rule).
+  if (!kPlane && ((t.tile_q * int64_t(pb.stride_w)) % 4 != 0 || (pb.pad_w + tma_nchw_off(kK)) % 4 != 0))
+    throw Error(StatusCode::internal, "cuda_depthwise: the NCHW TMA boxes of " + pb.to_string() +
+                                          " would start off 16 bytes along W.");
   // The kernel's mbarrier waits for exactly this many bytes a tile: any other count never completes (a hang).
   if (int64_t(box[0]) * box[1] * box[2] * box[3] * es != t.box_bytes)
     throw Error(StatusCode::internal, "cuda_depthwise: the NCHW TMA box of " + pb.to_string() + " is not the " +
