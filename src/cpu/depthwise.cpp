@@ -264,7 +264,7 @@ void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y,
           continue;
         }
         // The padded, phase-split plane: padded row hr = h + ph, column xq = w + pw -> [xq % sw][hr][xq / sw].
-        std::fill(xp.begin(), xp.end(), 0.0f);
+        // (Every plane writes the same elements of it, so the padding's zeros from the buffer's construction stay.)
         for (int64_t hr = 0; hr < Hp; ++hr) {
           const int64_t h = hr - ph;
           if (h < 0 || h >= H) continue;
