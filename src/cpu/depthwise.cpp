@@ -21,9 +21,10 @@
 // f16/bf16: the same float32 computation on widened copies (input, filters, bias, residual) in the workspace,
 // the output rounded once into dst (fp32 sums, as the GPU kernels); before, cpu_ref's 16-bit loop served
 // these layers (ConvNeXt-T's 7x7 depthwise layers made its bf16 forward 4.5x torch's time on the CPU).
-// measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3; 2026-12-01): the MobileNetV2, EfficientNet-B0 and
-// ConvNeXt-T depthwise layers in NCHW 0.31-1.41x (geomean 0.80x); NHWC (2026-12-05) the 26 layers' sum
-// 1.44 ms against oneDNN's 0.72 (2 threads; 0.50x; 1.73 ms before the tap-range blocks).
+// measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3, 2026-12-05): the 26 depthwise layers of MobileNetV2,
+// EfficientNet-B0 and ConvNeXt-T in NCHW 0.27-1.91x one thread (geomean 0.98x; 3.53 ms summed against 4.19),
+// 0.67-2.62x two threads (geomean 1.54x; 1.86 against 3.10), the 7x7 planes the slowest; NHWC the 26 layers'
+// sum 1.44 ms against oneDNN's 0.72 (2 threads; 0.50x).
 // docs/kernels.md, docs/perf.md.
 #include <algorithm>
 #include <cmath>
@@ -247,6 +248,23 @@ void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y,
   const int64_t Hp = (P4 - 1) * sh + (R - 1) * dh + 1;  // padded rows the blocks read
   const int64_t Wph = Q16 + (S - 1) * dw / sw + 1;      // columns per stride phase
   const int64_t phase_elems = Hp * Wph;
+  // Each stride phase's first input column, its place in the phase's row and its count (the same for every row
+  // of every plane: computed once, not with three divisions a row; `perf annotate` put those divisions at
+  // ~40% of a 14x14 stride-2 plane's time).
+  std::vector<int64_t> phase_w0(static_cast<size_t>(sw)), phase_idx0(static_cast<size_t>(sw)), phase_cnt(static_cast<size_t>(sw));
+  for (int64_t f = 0; f < sw; ++f) {
+    const int64_t w0 = ((f - pw) % sw + sw) % sw, idx0 = (w0 + pw) / sw;
+    phase_w0[size_t(f)] = w0, phase_idx0[size_t(f)] = idx0;
+    phase_cnt[size_t(f)] = std::max<int64_t>(0, std::min((W - w0 + sw - 1) / sw, Wph - idx0));
+  }
+  // Tap (r, s)'s offset in the padded plane from a block's first output (its phase, row and column): a table,
+  // not a division by the stride a tap (perf annotate: the tap loop's idiv).
+  std::vector<int64_t> tap_off(static_cast<size_t>(RS));
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t col = s * dw;
+      tap_off[size_t(r * S + s)] = (col % sw) * phase_elems + r * dh * Wph + col / sw;
+    }
 #pragma omp parallel
   {
     std::vector<float> xp(static_cast<size_t>(sw * phase_elems)), acc(static_cast<size_t>(Q));
@@ -275,9 +293,8 @@ void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y,
           } else {
             // Phase f holds the input columns wi with (wi + pw) % sw == f, at (wi + pw) / sw.
             for (int64_t f = 0; f < sw; ++f) {
-              const int64_t w0 = ((f - pw) % sw + sw) % sw, idx0 = (w0 + pw) / sw;
-              const int64_t cnt = std::max<int64_t>(0, std::min((W - w0 + sw - 1) / sw, Wph - idx0));
-              float* dst = xp.data() + f * phase_elems + hr * Wph + idx0;
+              const int64_t w0 = phase_w0[size_t(f)], cnt = phase_cnt[size_t(f)];
+              float* dst = xp.data() + f * phase_elems + hr * Wph + phase_idx0[size_t(f)];
               const float* src = xr + w0;
               if (sw == 2) {  // (a constant stride: the compiler vectorizes the de-interleave)
                 for (int64_t i = 0; i < cnt; ++i) dst[i] = src[2 * i];
@@ -290,11 +307,11 @@ void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y,
         for (int64_t p0 = 0; p0 < P; p0 += kPB)
           for (int64_t q0 = 0; q0 < Q; q0 += kQV) {
             v16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+            const float* xb = xp.data() + p0 * sh * Wph + q0;
             for (int64_t r = 0; r < R; ++r)
               for (int64_t s = 0; s < S; ++s) {
                 const float t = wc[r * S + s];  // (vector * scalar: the scalar broadcast)
-                const int64_t col = s * dw;
-                const float* xs = xp.data() + (col % sw) * phase_elems + (p0 * sh + r * dh) * Wph + q0 + col / sw;
+                const float* xs = xb + tap_off[size_t(r * S + s)];
                 v16 v0, v1, v2, v3;
                 load16(v0, xs);
                 load16(v1, xs + sh * Wph);
@@ -312,7 +329,11 @@ void run_nchw(const Conv2dProblem& pb, const float* x, const float* w, float* y,
               alignas(64) float v[kQV];
               store16(v, *rows[j]);
               if (plain) {
-                std::memcpy(yr, v, sizeof(float) * size_t(cnt));
+                if (cnt == kQV) {
+                  std::memcpy(yr, v, sizeof(v));
+                } else {
+                  for (int64_t i = 0; i < cnt; ++i) yr[i] = v[i];
+                }
               } else {
                 const int64_t base = plane_base + (p0 + j) * Q + q0;
                 finish_channel(e, bias, res, v, yr, cnt, c, base);
