@@ -65,7 +65,7 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
   const float* res = static_cast<const float*>(e.residual);
   const bool plain = bias == nullptr && res == nullptr && e.activation == Activation::none && e.alpha == 1.0f;
   const int64_t sw = pb.stride_w, pw = pb.pad_w, dw = pb.dilation_w;
-  const int64_t C16 = C / 16 * 16;
+  const int64_t C16 = C / 16 * 16, pix = sw * C;  // pix: one output pixel's step in the input row
 #pragma omp parallel
   {
     // wt[(r*S + s)*C + c] = w[c][r][s] (KRSC with one input channel per group: w[c*R*S + r*S + s]), 16 channels
@@ -133,10 +133,13 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
                 v16 wv;
                 load16(wv, wr + s * C);
                 if (s >= sf_lo && s < sf_hi && nb == kQB) {
+                  // (a pointer stepped a pixel at a time: fewer address registers than eight offsets j * sw * C,
+                  // which the compiler kept on the stack)
+                  const float* xj = xs;
 #pragma GCC unroll 8
-                  for (int64_t j = 0; j < kQB; ++j) {
+                  for (int64_t j = 0; j < kQB; ++j, xj += pix) {
                     v16 xv;
-                    load16(xv, xs + j * sw * C);
+                    load16(xv, xj);
                     a[j] += xv * wv;
                   }
                 } else if (s >= sf_lo && s < sf_hi) {  // (a partial block: its pixels only)
