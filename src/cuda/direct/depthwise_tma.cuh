@@ -134,6 +134,50 @@ __device__ __forceinline__ P* opaque_ptr(P* p) {
   return p;
 }
 
+// The persistent tile walk both TMA kernels share (this file's and depthwise_tma_nchw.cuh's). A block takes tiles
+// blockIdx.x, blockIdx.x + gridDim.x, ... and keeps `stages` of them in flight, each on its own mbarrier.
+
+// Tile `item` -> (chunk, image, tile row, tile column), the tile row fastest: the tiles in flight across the grid
+// at one time are neighbours, whose halos meet in L2.
+struct DwTile {
+  int chunk, n, tp, tq;
+};
+__device__ __forceinline__ DwTile decode_tile(const FastDiv& div_p, const FastDiv& div_q, const FastDiv& div_n, int item) {
+  DwTile tile;
+  uint32_t r, u = div_p.divmod(uint32_t(item), r);
+  tile.tp = int(r);
+  u = div_q.divmod(u, r);
+  tile.tq = int(r);
+  tile.chunk = int(div_n.divmod(u, r));
+  tile.n = int(r);
+  return tile;
+}
+
+// Thread 0 initialises the block's `stages` barriers (at s_full, 8 bytes apart) and issues its first tiles with
+// issue(item, stage); the whole block then waits until the barriers exist.
+template <typename Issue>
+__device__ __forceinline__ void tma_tiles_start(uint32_t s_full, int stages, int items, Issue& issue) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) mbar_init(s_full + 8 * s, 1);
+    mbar_init_fence();
+    for (int s = 0; s < stages; ++s)
+      if (int64_t(blockIdx.x) + int64_t(s) * gridDim.x < items) issue(int(blockIdx.x + s * gridDim.x), s);
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+}
+
+// After the block's last read of tile `item` in `stage`: once every warp has read it (the barrier), thread 0
+// refills the stage with the tile `stages` ahead (the refill then overlaps the block's stores), and the block
+// moves to the next stage (the parity flips on wrapping).
+// NOTE: refilled by the last warp to release it, with no barrier: no faster (docs/perf.md, 2026-12-05).
+template <typename Issue>
+__device__ __forceinline__ void tma_tiles_release(int item, int& stage, uint32_t& parity, int stages, int items,
+                                                  Issue& issue) {
+  __syncthreads();
+  if (threadIdx.x == 0 && int64_t(item) + int64_t(stages) * gridDim.x < items) issue(item + stages * int(gridDim.x), stage);
+  if (++stage == stages) stage = 0, parity ^= 1u;
+}
+
 template <typename T, int kK, int kU, int kPw, int kQt, int kCl, int kPix>
 __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_constant__ CUtensorMap map, ConvDims d,
                                                                 DwTma t, const T* __restrict__ wei, T* dst,
@@ -149,39 +193,21 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
   const int grp = int(threadIdx.x) / t.lanes, lane = int(threadIdx.x) - grp * t.lanes;
   const int wq = grp % t.wc, wrow = grp / t.wc;
 
-  // Tile `item` -> (chunk, image, tile row, tile column), the tile row fastest: the tiles in flight across
-  // the grid at one time are neighbours, whose halos meet in L2.
-  auto decode = [&](int item, int& chunk, int& n, int& tp, int& tq) {
-    uint32_t r, u = t.div_p.divmod(uint32_t(item), r);
-    tp = int(r);
-    u = t.div_q.divmod(u, r);
-    tq = int(r);
-    chunk = int(t.div_n.divmod(u, r));
-    n = int(r);
-  };
   auto issue = [&](int item, int stage) {
-    int chunk, n, tp, tq;
-    decode(item, chunk, n, tp, tq);
+    const DwTile tile = decode_tile(t.div_p, t.div_q, t.div_n, item);
     const uint32_t bar = s_full + 8 * stage;
     mbar_arrive_expect_tx(bar, uint32_t(t.box_bytes));  // NOTE: the copy's bytes, not the stage's stride
-    tma_load_4d(s_tiles + uint32_t(stage * t.stage_bytes), &map, chunk * t.chunk_ch, tq * t.tile_q * kU - d.pad_w,
-                tp * t.tile_p * kU - d.pad_h, n, bar);
+    tma_load_4d(s_tiles + uint32_t(stage * t.stage_bytes), &map, tile.chunk * t.chunk_ch,
+                tile.tq * t.tile_q * kU - d.pad_w, tile.tp * t.tile_p * kU - d.pad_h, tile.n, bar);
   };
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < t.stages; ++s) mbar_init(s_full + 8 * s, 1);
-    mbar_init_fence();
-    for (int s = 0; s < t.stages; ++s)
-      if (int64_t(blockIdx.x) + int64_t(s) * gridDim.x < t.items) issue(int(blockIdx.x + s * gridDim.x), s);
-  }
-  __syncthreads();  // the barriers are initialised before anyone waits on them
+  tma_tiles_start(s_full, t.stages, t.items, issue);
 
   float w[kK][kK][kCl], bias[kCl];
   int loaded_chunk = -1;
   int stage = 0;
   uint32_t parity = 0;
   for (int item = int(blockIdx.x); item < t.items; item += int(gridDim.x)) {
-    int chunk, n, tp, tq;
-    decode(item, chunk, n, tp, tq);
+    const auto [chunk, n, tp, tq] = decode_tile(t.div_p, t.div_q, t.div_n, item);
     const int c = chunk * t.chunk_ch + lane * kCl;  // the lane's first channel (C is a multiple of kCl)
     if (chunk != loaded_chunk) {             // the taps and bias of the lane's channels, fp32
       loaded_chunk = chunk;
@@ -232,15 +258,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
               for (int e = 0; e < kCl; ++e) acc[i][j][e] = fmaf(x[j * kU + s][e], w[r][s][e], acc[i][j][e]);
         }
       }
-      if (sub == t.nsub - 1) {
-        // NOTE: every warp has read the stage before it is refilled (the barrier); the refill then
-        // overlaps the stores. (Refilled by the last warp to release it, with no barrier: no faster,
-        // docs/perf.md 2026-12-05.)
-        __syncthreads();
-        if (threadIdx.x == 0 && int64_t(item) + int64_t(t.stages) * gridDim.x < t.items)
-          issue(item + t.stages * int(gridDim.x), stage);
-        if (++stage == t.stages) stage = 0, parity ^= 1u;
-      }
+      if (sub == t.nsub - 1) tma_tiles_release(item, stage, parity, t.stages, t.items, issue);
 
       // The epilogue in apply_epilogue's order (alpha, bias, beta * residual, activation), one rounding. The
       // thread's outputs are at fixed offsets from its first (rows q * k apart, columns k; 32-bit, inside one

@@ -30,7 +30,7 @@
 // (6.65x), mbv2_dw3x3_960_7 0.0198 (tma/64/s4/nchw, 0.93x).
 #pragma once
 
-#include "cuda/common/tma.cuh"
+#include "cuda/direct/depthwise_tma.cuh"  // the shared tile walk, kTmaMaxStages
 
 namespace convkit::detail {
 namespace {
@@ -74,33 +74,18 @@ __global__ void __launch_bounds__(256) depthwise_nchw_tma_kernel(const __grid_co
   const int ch = int(threadIdx.x) / per_ch, rem = int(threadIdx.x) - ch * per_ch;
   const int wy = rem / t.tx, wx = rem - wy * t.tx;
 
-  // Tile `item` -> (chunk, image, tile row, tile column), the tile row fastest (neighbours' halos meet in L2).
-  auto decode = [&](int item, int& chunk, int& n, int& tp, int& tq) {
-    uint32_t r, u = t.div_p.divmod(uint32_t(item), r);
-    tp = int(r);
-    u = t.div_q.divmod(u, r);
-    tq = int(r);
-    chunk = int(t.div_n.divmod(u, r));
-    n = int(r);
-  };
   auto issue = [&](int item, int stage) {
-    int chunk, n, tp, tq;
-    decode(item, chunk, n, tp, tq);
+    const DwTile tile = decode_tile(t.div_p, t.div_q, t.div_n, item);
     const uint32_t bar = s_full + 8 * stage;
     mbar_arrive_expect_tx(bar, uint32_t(t.box_bytes));  // NOTE: the copy's bytes, not the stage's stride
     const uint32_t dst_s = s_tiles + uint32_t(stage * t.stage_bytes);
     if constexpr (kPlane)
-      tma_load_4d(dst_s, &map, 0, chunk * (t.cb / t.g), n, 0, bar);
+      tma_load_4d(dst_s, &map, 0, tile.chunk * (t.cb / t.g), tile.n, 0, bar);
     else
-      tma_load_4d(dst_s, &map, tq * t.tile_q * kU - d.pad_w - kOff, tp * t.tile_p * kU - d.pad_h, chunk * t.cb, n, bar);
+      tma_load_4d(dst_s, &map, tile.tq * t.tile_q * kU - d.pad_w - kOff, tile.tp * t.tile_p * kU - d.pad_h,
+                  tile.chunk * t.cb, tile.n, bar);
   };
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < t.stages; ++s) mbar_init(s_full + 8 * s, 1);
-    mbar_init_fence();
-    for (int s = 0; s < t.stages; ++s)
-      if (int64_t(blockIdx.x) + int64_t(s) * gridDim.x < t.items) issue(int(blockIdx.x + s * gridDim.x), s);
-  }
-  __syncthreads();  // the barriers are initialised before anyone waits on them
+  tma_tiles_start(s_full, t.stages, t.items, issue);
 
   float w[kK][kK], bias = 0.0f;
   int loaded_chunk = -1;
@@ -108,8 +93,7 @@ __global__ void __launch_bounds__(256) depthwise_nchw_tma_kernel(const __grid_co
   uint32_t parity = 0;
   const int ch_elems = t.ih * t.iw;  // a staged channel (planes: ih = H, iw = W)
   for (int item = int(blockIdx.x); item < t.items; item += int(gridDim.x)) {
-    int chunk, n, tp, tq;
-    decode(item, chunk, n, tp, tq);
+    const auto [chunk, n, tp, tq] = decode_tile(t.div_p, t.div_q, t.div_n, item);
     const int c = chunk * t.cb + ch;
     const bool c_ok = ch < t.cb && c < d.k;
     if (chunk != loaded_chunk) {  // the channel's taps and bias
@@ -166,13 +150,7 @@ __global__ void __launch_bounds__(256) depthwise_nchw_tma_kernel(const __grid_co
           }
         }
       }
-      if (sub == t.nsub - 1) {
-        // NOTE: every warp has read the stage before it is refilled; the refill then overlaps the stores.
-        __syncthreads();
-        if (threadIdx.x == 0 && int64_t(item) + int64_t(t.stages) * gridDim.x < t.items)
-          issue(item + t.stages * int(gridDim.x), stage);
-        if (++stage == t.stages) stage = 0, parity ^= 1u;
-      }
+      if (sub == t.nsub - 1) tma_tiles_release(item, stage, parity, t.stages, t.items, issue);
       if (!c_ok || q0 >= d.q) continue;
       // The epilogue in apply_epilogue's order (alpha, bias, beta * residual, activation), one rounding; a row's
       // four outputs as one 16-byte access where Q is a multiple of 4 (each row's start 16-byte aligned).
