@@ -965,7 +965,15 @@ DwTmaNchw plan_tma_nchw(const Conv2dProblem& pb, TmaChoice choice) {
   t.tiles_p = int(ceil_div(P, t.tile_p));
   t.box_bytes = int(int64_t(t.cb) * t.ih * t.iw * 4);
   t.stage_bytes = (t.box_bytes + 127) / 128 * 128;
-  t.smem = int64_t(t.stages) * t.stage_bytes;
+  // Outputs of rows not a multiple of 4 where a tile is whole planes (one contiguous run of the output): staged
+  // for the block to store in 16-byte pieces (each thread's own 4 columns would be scalar stores 4 apart, every
+  // 32-byte sector written piecemeal by 4 instructions). At 3x3 and on 7-column images (H100, f32 NCHW batch 32,
+  // docs/perf.md 2026-12-05): 960@7 0.0194 -> 0.0123 ms, 576@14 0.0324 -> 0.0215, 240@28 stride 2 0.0236 ->
+  // 0.0228; not at 5x5 and 7x7 on 14 columns, where each output's 25-49 FMAs dwarf its store and the extra pass
+  // through shared memory cost 1-5% (672@14 5x5 0.0317 -> 0.0333).
+  if (t.tiles_q == 1 && t.tiles_p == 1 && Q % 4 != 0 && (K == 3 || Q <= 8))
+    t.out_bytes = int((int64_t(t.cb) * P * Q * 4 + 15) / 16 * 16);
+  t.smem = int64_t(t.stages) * t.stage_bytes + 2 * int64_t(t.out_bytes);
   t.items = int(std::min<int64_t>(int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p, INT_MAX));
   t.threads = t.cb * t.tx * t.ty;
   t.div_p = FastDiv(uint32_t(t.tiles_p));
@@ -1312,6 +1320,12 @@ void launch_tma_nchw_k(const ConvCall& call, const ConvDims& d, const DeviceEpil
   if (!kPlane && ((t.tile_q * int64_t(pb.stride_w)) % 4 != 0 || (pb.pad_w + tma_nchw_off(kK)) % 4 != 0))
     throw Error(StatusCode::internal, "cuda_depthwise: the NCHW TMA boxes of " + pb.to_string() +
                                           " would start off 16 bytes along W.");
+  if (!kPlane && kU == 1 && t.out_bytes != 0)
+    throw Error(StatusCode::internal, "cuda_depthwise: the NCHW TMA kernel's stride-1 tiles have no staged outputs (" +
+                                          pb.to_string() + ").");
+  if (!kPlane && kU == 1 && t.out_bytes != 0)
+    throw Error(StatusCode::internal, "cuda_depthwise: the NCHW TMA kernel's stride-1 tiles have no staged outputs (" +
+                                          pb.to_string() + ").");
   // The kernel's mbarrier waits for exactly this many bytes a tile: any other count never completes (a hang).
   if (int64_t(box[0]) * box[1] * box[2] * box[3] * es != t.box_bytes)
     throw Error(StatusCode::internal, "cuda_depthwise: the NCHW TMA box of " + pb.to_string() + " is not the " +

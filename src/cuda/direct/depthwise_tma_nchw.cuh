@@ -21,6 +21,11 @@
 // - planes (kPlane, for images up to 256 pixels whose rows are not: 14x14, 7x7): a tile is cb whole channel
 //   planes, one contiguous run of the tensor (in units of g planes whose bytes are a multiple of 16); the
 //   padding is a predicate on each load.
+// Where a tile is whole planes and Q is not a multiple of 4 (7 and 14 columns, whose rows are not 16-byte
+// aligned), a thread's outputs go to one of two shared-memory buffers (alpha and bias applied) and after the
+// tile's barrier the block stores them as one contiguous run of the output, consecutive threads on consecutive
+// 16-byte pieces, adding the residual and applying the activation on the way (store_planes). Stored by each
+// thread instead, a warp's store of one of its 4 columns touches a sector every 4 floats.
 // Square 3x3, 5x5 or 7x7 filters, the same stride (1 or 2) both ways, dilation 1; fp32 only (16-bit NCHW stays
 // on the window and general kernels).
 // nvcc -Xptxas -v (sm_90): 64-100 registers on tiles (an 8-byte spill frame in the 3x3 stride-2 instance), 64-128
@@ -48,6 +53,8 @@ struct DwTmaNchw {
   int stages = 2;
   int box_bytes = 0;            // one tile's copy: what its mbarrier waits for
   int stage_bytes = 0;          // a stage's stride: box_bytes rounded up to 128 (a TMA destination's alignment)
+  int out_bytes = 0;            // staged outputs: one of the two output buffers (cb * P * Q floats, rounded up to
+                                // 16 bytes) after the stages; 0: each thread stores its own outputs
   int items = 0;                // tiles: N * chunks * tiles_q * tiles_p (under 2^31)
   int64_t smem = 0;
   int threads = 32;
@@ -56,6 +63,35 @@ struct DwTmaNchw {
 
 // Tiles: the columns a box starts left of its first window (the padding (kK - 1) / 2 rounded up to 4).
 constexpr int tma_nchw_off(int k) { return (4 - ((k - 1) / 2) % 4) % 4; }
+
+// Staged outputs: a tile's cb whole output planes are one contiguous run of dst, `count` floats from `first`,
+// staged (alpha and bias applied) at `out`. The block stores the run with consecutive threads on consecutive
+// 16-byte pieces, the residual and the activation applied on the way (where the thread stores: a residual
+// that is dst is read before it is written).
+__device__ __forceinline__ void store_planes(const DeviceEpilogue<float>& epi, const float* out,
+                                             float* dst, int64_t first, int count) {
+  int done = 0;
+  if ((first & 3) == 0) {  // (dst and the residual are 16-byte aligned: the launch checks)
+    const float4* o4 = reinterpret_cast<const float4*>(out);
+    for (int v = int(threadIdx.x); v < count / 4; v += int(blockDim.x)) {
+      const float4 a = o4[v];
+      float r[4] = {a.x, a.y, a.z, a.w};
+      if (epi.residual) {
+        const float4 rv = *reinterpret_cast<const float4*>(epi.residual + first + 4 * v);
+        r[0] += epi.beta * rv.x, r[1] += epi.beta * rv.y, r[2] += epi.beta * rv.z, r[3] += epi.beta * rv.w;
+      }
+      activate_all<4>(epi.activation, r);
+      *reinterpret_cast<float4*>(dst + first + 4 * v) = make_float4(r[0], r[1], r[2], r[3]);
+    }
+    done = count / 4 * 4;
+  }
+  for (int e = done + int(threadIdx.x); e < count; e += int(blockDim.x)) {
+    float r[1] = {out[e]};
+    if (epi.residual) r[0] += epi.beta * epi.residual[first + e];
+    activate_all<1>(epi.activation, r);
+    dst[first + e] = r[0];
+  }
+}
 
 template <int kK, int kU, int kPw, bool kPlane>
 __global__ void __launch_bounds__(256) depthwise_nchw_tma_kernel(const __grid_constant__ CUtensorMap map, ConvDims d,
@@ -66,6 +102,8 @@ __global__ void __launch_bounds__(256) depthwise_nchw_tma_kernel(const __grid_co
   constexpr int kRows = (kPw - 1) * kU + kK, kCols = (kQt - 1) * kU + kK;  // a thread's input window
   constexpr int kOff = kPlane ? 0 : tma_nchw_off(kK);  // a window's first column in its first 16 bytes
   constexpr int kVec = (kOff + kCols + 3) / 4;           // 16-byte loads a window row (tiles)
+  // (Tiles at stride 1 are never staged: "same" padding there gives Q = W, a multiple of 4.)
+  constexpr bool kStaged = kPlane || kU > 1;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t full[kTmaMaxStages];
   const uint32_t s_tiles = uint32_t(__cvta_generic_to_shared(smem));
@@ -89,7 +127,7 @@ __global__ void __launch_bounds__(256) depthwise_nchw_tma_kernel(const __grid_co
 
   float w[kK][kK], bias = 0.0f;
   int loaded_chunk = -1;
-  int stage = 0;
+  int stage = 0, obuf = 0;
   uint32_t parity = 0;
   const int ch_elems = t.ih * t.iw;  // a staged channel (planes: ih = H, iw = W)
   for (int item = int(blockIdx.x); item < t.items; item += int(gridDim.x)) {
@@ -149,6 +187,22 @@ __global__ void __launch_bounds__(256) depthwise_nchw_tma_kernel(const __grid_co
               for (int s = 0; s < kK; ++s) acc[i][j] = fmaf(x[kOff + j * kU + s], w[r][s], acc[i][j]);
           }
         }
+      }
+      if (kStaged && t.out_bytes) {  // staged: alpha and bias here, the rest as the tile's run is stored
+        float* out = reinterpret_cast<float*>(smem + t.stages * t.stage_bytes + obuf * t.out_bytes);
+        const int pl = grp * kPw, ql = wx * kQt;  // (the tile is whole planes: tp = tq = 0)
+#pragma unroll
+        for (int i = 0; i < kPw; ++i)
+#pragma unroll
+          for (int j = 0; j < kQt; ++j)
+            if (c_ok && pl + i < d.p && ql + j < d.q) out[(ch * d.p + pl + i) * d.q + ql + j] = acc[i][j] * epi.alpha + bias;
+        if (sub == t.nsub - 1) {
+          tma_tiles_release(item, stage, parity, t.stages, t.items, issue);  // (its barrier: every output staged)
+          store_planes(epi, out, dst, (int64_t(n) * d.k + chunk * t.cb) * d.p * d.q,
+                       min(t.cb, d.k - chunk * t.cb) * d.p * d.q);
+          obuf ^= 1;  // the next tile's outputs go to the other buffer while slower threads still read this one
+        }
+        continue;
       }
       if (sub == t.nsub - 1) tma_tiles_release(item, stage, parity, t.stages, t.items, issue);
       if (!c_ok || q0 >= d.q) continue;
