@@ -202,8 +202,12 @@ TEST(CudaDepthwise, TmaKernelEveryVariant) {
   CKT_REQUIRE_USABLE(*a);
   uint32_t seed = 4100;
   int ran = 0, act = 0;
+  std::vector<std::string> specs(std::begin(ckt::kDepthwiseSpecs), std::end(ckt::kDepthwiseSpecs));
+  // 7x7 stride 1 for the one-channel-a-lane whole pixels (/px/c1, 4 x 4 outputs a thread): odd sizes, C in parts
+  // (384 = 2 x 192), padding past the filter
+  for (const char* s : {"n2c24h13w11k24r7s7p3g24", "n1c384h9w9k384r7s7p3g384", "n2c8h20w17k8r7s7p5g8"}) specs.push_back(s);
   for (DType dt : {DType::f32, DType::bf16})
-    for (const char* spec : ckt::kDepthwiseSpecs) {
+    for (const std::string& spec : specs) {
       const Conv2dProblem p = Conv2dProblem::parse(spec);
       const ConvConfig cfg{dt, Layout::nhwc, Device::cuda, MathMode::strict};
       std::vector<std::string> tma;
@@ -280,7 +284,8 @@ TEST(CudaDepthwise, NchwTmaKernelEveryVariant) {
 }
 
 // The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): on a
-// device with the copy engine (compute capability 9.0) the TMA kernel's whole pixels up to 256 channels, and
+// device with the copy engine (compute capability 9.0) the TMA kernel's whole pixels up to 256 channels (at
+// 7x7 stride 1 from 14 columns at any C, 16-bit with one channel a lane and 4 x 4 outputs a thread: /px/c1), and
 // past them its chunks at 3x3 stride 1, 3x3 stride 2 on outputs of 14 columns or fewer, 16-bit 5x5 and 7x7
 // from 28 columns; elsewhere, and on other machines, the
 // rows kernel at stride 2 and on images of 28 columns or more, the window kernel on smaller ones, the column
@@ -299,10 +304,12 @@ TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
       {"n32c672h14w14k672r5s5p2g672", tma ? "tma/256/s2" : "window"},
       {"n32c1152h7w7k1152r5s5p2g1152", tma ? "tma/128/s3" : "window"},
       {"n32c32h112w112k32r3s3p1g32", px_or_rows},
-      {"n32c240h28w28k240r5s5p2g240", px_or_rows},    {"n32c96h56w56k96r7s7p3g96", px_or_rows},
+      {"n32c240h28w28k240r5s5p2g240", px_or_rows},
+      {"n32c96h56w56k96r7s7p3g96", tma ? "tma/256/s2/px/c1" : "rows/256/d1"},
       {"n32c576h14w14k576r3s3p1u2g576", tma ? "tma/256/s2" : "rows/128/d1"},
       {"n32c960h7w7k960r3s3p1g960", tma ? "tma/256/s2" : "window"},
-      {"n32c384h14w14k384r7s7p3g384", "window"},      {"n32c144h56w56k144r3s3p1u3g144", "mma/128/s4"},
+      {"n32c384h14w14k384r7s7p3g384", tma ? "tma/256/s2/px/c1" : "window"},
+      {"n32c768h7w7k768r7s7p3g768", "window"},        {"n32c144h56w56k144r3s3p1u3g144", "mma/128/s4"},
       {"n32c17h56w56k17r3s3p1g17", "general"},        {"n32c20h56w56k20r3s3p1g20", "cols"}};
   for (const auto& [spec, kernel] : want) {
     const std::vector<std::string> vs = a->variants(Conv2dProblem::parse(spec), cfg);
@@ -314,7 +321,8 @@ TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
       {"n32c144h56w56k144r3s3p1u2g144", tma ? "tma/256/s2/px" : "cols"},
       {"n32c144h56w56k144r3s3p1g144", px_or_rows},
       {"n32c240h56w56k240r5s5p2u2g240", tma ? "tma/256/s2/px" : "rows/128/d1"},
-      {"n32c384h14w14k384r3s3p1g384", tma ? "tma/256/s2" : "window"}};  // (past 256 channels: chunks)
+      {"n32c384h14w14k384r3s3p1g384", tma ? "tma/256/s2" : "window"},  // (past 256 channels: chunks)
+      {"n32c384h14w14k384r7s7p3g384", tma ? "tma/256/s2/px" : "window"}};  // (but whole pixels at 7x7)
   for (const auto& [spec, kernel] : want_f32) {
     const std::vector<std::string> vs = a->variants(Conv2dProblem::parse(spec), f32);
     EXPECT_EQ(vs.front(), kernel) << spec << " f32";

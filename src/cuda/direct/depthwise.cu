@@ -777,14 +777,17 @@ bool mma_take(const Conv2dProblem& pb, const ConvConfig& cfg, MmaChoice choice) 
 // may straddle warps), so no lane idles on channels past C (at C = 144 the 64-channel chunks spend a quarter
 // of their work past C), 16-bit types take two channels a lane at any C, and a thread's taps load once.
 struct TmaChoice {
-  int threads = 256, stages = 2, cl = 0, px = 0;
+  int threads = 256, stages = 2, cl = 0, px = 0;  // cl: 0 the default, 2 two 16-bit channels a lane at any C
+                                                   // (chunks), 1 one channel a lane and 4 x 4 outputs a thread
+                                                   // (whole pixels at 7x7 stride 1: the /c1 variants)
 };
-constexpr TmaChoice kTmaChoices[] = {{256, 2, 0}, {256, 3, 0}, {256, 4, 0},    {128, 3, 0},   {128, 4, 0},
-                                    {256, 2, 2}, {256, 3, 2}, {256, 2, 0, 1}, {256, 3, 0, 1}, {128, 3, 0, 1}};
+constexpr TmaChoice kTmaChoices[] = {{256, 2, 0},    {256, 3, 0},    {256, 4, 0},    {128, 3, 0},
+                                    {128, 4, 0},    {256, 2, 2},    {256, 3, 2},    {256, 2, 0, 1},
+                                    {256, 3, 0, 1}, {128, 3, 0, 1}, {256, 2, 1, 1}, {128, 3, 1, 1}};
 
 std::string tma_name(TmaChoice c) {
   return "tma/" + std::to_string(c.threads) + "/s" + std::to_string(c.stages) + (c.cl == 2 ? "/c2" : "") +
-         (c.px ? "/px" : "");
+         (c.px ? "/px" : "") + (c.cl == 1 ? "/c1" : "");
 }
 
 bool parse_tma_variant(const std::string& v, TmaChoice& c) {
@@ -794,14 +797,17 @@ bool parse_tma_variant(const std::string& v, TmaChoice& c) {
 }
 
 // A thread's outputs (rows kPw x columns kQt) for a filter size and stride: as many as keep the taps, the
-// accumulators and one input row in registers (under ~128).
+// accumulators and one input row in registers (under ~128). `wide` (the /px/c1 variants at 7x7 stride 1, one
+// channel a lane): 4 x 4 outputs, whose window is 100 shared-memory loads for 16 outputs instead of 64 for 4 (the
+// 2 x 2 patch's loads kept the shared-memory pipe as busy as the FMAs); two 16-bit channels a lane have 98 taps
+// to hold and stay at 2 x 2.
 struct TmaShape {
   int pw, qt;
 };
-constexpr TmaShape tma_shape(int k, int u) {
+constexpr TmaShape tma_shape(int k, int u, bool wide = false) {
   return k == 3 ? (u == 1 ? TmaShape{4, 4} : TmaShape{2, 4})
          : k == 5 ? (u == 1 ? TmaShape{2, 4} : TmaShape{2, 2})
-                  : (u == 1 ? TmaShape{2, 2} : TmaShape{1, 2});
+                  : (u == 1 ? (wide ? TmaShape{4, 4} : TmaShape{2, 2}) : TmaShape{1, 2});
 }
 
 // Channels a lane: two 16-bit ones (a 32-bit word) where C is a multiple of 64, else one (so that the last
@@ -811,8 +817,7 @@ int tma_lane_channels(const Conv2dProblem& pb, int64_t elem) { return elem == 2 
 // Whole pixels: the fewest equal parts of C whose channels fit a box row (256), are a multiple of 16 bytes
 // (a tensor map's box row) and whose threads (two 16-bit channels or one fp32 a thread) fit the block;
 // 0 where none does.
-int tma_pixel_parts(const Conv2dProblem& pb, int64_t elem, int threads) {
-  const int64_t cl = elem == 2 ? 2 : 1;
+int tma_pixel_parts(const Conv2dProblem& pb, int64_t elem, int threads, int64_t cl) {
   for (int64_t n = 1; n <= pb.c; ++n) {
     const int64_t ch = pb.c / n;
     if (pb.c % n == 0 && ch <= 256 && (ch * elem) % 16 == 0 && ch % cl == 0 && ch / cl <= threads) return int(n);
@@ -832,12 +837,12 @@ bool tma_device_ok();
 // taller tiles re-read fewer halo rows and pay the per-tile wait, barrier and index arithmetic less often.
 DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   DwTma t;
-  const TmaShape sh = tma_shape(int(pb.r), int(pb.stride_h));
+  const TmaShape sh = tma_shape(int(pb.r), int(pb.stride_h), choice.px && choice.cl == 1);  // (tma_take: 7x7 stride 1)
   const int K = int(pb.r), U = int(pb.stride_h);
   t.px = choice.px;
   if (choice.px) {
-    t.cl = elem == 2 ? 2 : 1;
-    t.chunks = tma_pixel_parts(pb, elem, choice.threads);
+    t.cl = elem == 2 && choice.cl != 1 ? 2 : 1;
+    t.chunks = tma_pixel_parts(pb, elem, choice.threads, t.cl);
     t.chunk_ch = int(pb.c / std::max(t.chunks, 1));
     t.lanes = std::max(t.chunk_ch / t.cl, 1);
   } else {
@@ -889,7 +894,9 @@ bool tma_take(const Conv2dProblem& pb, const ConvConfig& cfg, TmaChoice choice) 
       pb.dilation_w != 1 || (pb.c * elem_bytes(cfg.dtype)) % 16 != 0 || pb.p() * pb.q() * pb.k >= INT_MAX)
     return false;
   if (choice.cl == 2 && (elem_bytes(cfg.dtype) != 2 || pb.c % 64 == 0)) return false;  // (else the same as cl 0)
-  if (choice.px && tma_pixel_parts(pb, elem_bytes(cfg.dtype), choice.threads) == 0) return false;
+  if (choice.cl == 1 && (!choice.px || pb.r != 7 || pb.stride_h != 1)) return false;
+  const int64_t px_cl = elem_bytes(cfg.dtype) == 2 && choice.cl != 1 ? 2 : 1;
+  if (choice.px && tma_pixel_parts(pb, elem_bytes(cfg.dtype), choice.threads, px_cl) == 0) return false;
   if (!tma_device_ok()) return false;
   const DwTma t = plan_tma(pb, elem_bytes(cfg.dtype), choice);
   return t.smem <= 200 * 1024 && t.ih <= 256 && t.iw <= 256 && int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p < INT_MAX;
@@ -1061,8 +1068,22 @@ constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {
 // 1.54x, 96@112 stride 2 1.35x, 5x5 stride 2 at 144 1.34x, 7x7 192@28 1.31x) and 1.01-1.34x in f32; s2 the
 // best of its variants or within 3% of it on each. Past 256 channels (parts of C, two or three thread groups
 // a block) it lost where the filter is 5x5 or 7x7 (0.68-0.97x) and tied at 3x3: not taken there.
-constexpr TmaChoice kTmaPixels{256, 2, 0, 1};
-bool tma_pixels_take(const Conv2dProblem& pb, const ConvConfig& cfg) { return pb.c <= 256 && tma_take(pb, cfg, kTmaPixels); }
+// 2026-12-05 (ConvNeXt-T's 7x7 layers on an H100): at 7x7 stride 1 from 14 columns whole pixels at any C, 16-bit
+// with one channel a lane and 4 x 4 outputs a thread (tma/256/s2/px/c1): bf16 96@56 0.0431 ms against /px's
+// 0.0525 (cuDNN 0.0724), 192@28 0.0259 against 0.0314, 384@14 (two parts of 192) 0.0221 against the window
+// kernel's 0.0287; f32 /px (one channel a lane already, 2 x 2 outputs) at 384@14 0.0264 against the window's
+// 0.0340. At 768@7 the window kernel stays (bf16 0.0180 against /c1's 0.0180-0.0199; f32 0.0192 against /px's
+// 0.0240). (f32 /c1 on an H200: 96@56 0.0412 against /px's 0.0621, 192@28 0.0312 against 0.0357: not yet the
+// rule, see docs/perf.md.)
+constexpr TmaChoice kTmaPixels{256, 2, 0, 1}, kTmaPixelsC1{256, 2, 1, 1};
+TmaChoice tma_pixels_choice(const Conv2dProblem& pb, const ConvConfig& cfg) {
+  if (pb.r == 7 && pb.stride_h == 1 && pb.q() >= 14) {
+    const TmaChoice c = elem_bytes(cfg.dtype) == 2 ? kTmaPixelsC1 : kTmaPixels;
+    if (tma_take(pb, cfg, c)) return c;
+  }
+  return pb.c <= 256 && tma_take(pb, cfg, kTmaPixels) ? kTmaPixels : TmaChoice{};
+}
+bool tma_pixels_take(const Conv2dProblem& pb, const ConvConfig& cfg) { return tma_pixels_choice(pb, cfg).px != 0; }
 
 // The NCHW TMA kernel (2026-12-05, the three suites in f32 NCHW on an H100, docs/perf.md): wherever it takes
 // the problem (2.2-4.9x the window and general kernels on all 26 layers). On whole planes at stride 1 in
@@ -1091,7 +1112,7 @@ bool tma_heuristic_takes(const Conv2dProblem& pb, const ConvConfig& cfg) {
 TmaChoice tma_heuristic_choice(const Conv2dProblem& pb, const ConvConfig& cfg) {
   const bool b16 = elem_bytes(cfg.dtype) == 2;
   auto if_taken = [&](TmaChoice c) { return tma_take(pb, cfg, c) ? c : TmaChoice{}; };
-  if (tma_pixels_take(pb, cfg)) return kTmaPixels;
+  if (tma_pixels_take(pb, cfg)) return tma_pixels_choice(pb, cfg);
   if (b16 && pb.r == 5 && pb.q() <= 7) return if_taken({128, 3, 0});
   if (b16 && pb.r == 3 && pb.c >= 128) return if_taken({256, 2, 2});
   return {};
@@ -1232,9 +1253,9 @@ void launch_mma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>
   }
 }
 
-template <typename T, int kK, int kU, int kCl, bool kPx>
+template <typename T, int kK, int kU, int kCl, bool kPx, bool kWide = false>
 void launch_tma_k(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>& epi, cudaStream_t st, const DwTma& t) {
-  constexpr TmaShape sh = tma_shape(kK, kU);
+  constexpr TmaShape sh = tma_shape(kK, kU, kWide);
   auto kernel = depthwise_nhwc_tma_kernel<T, kK, kU, sh.pw, sh.qt, kCl, kPx ? 0 : 32 * kCl * int(sizeof(T))>;
   const void* kp = reinterpret_cast<const void*>(kernel);
   opt_in_dynamic_smem(kp, t.smem);
@@ -1282,6 +1303,11 @@ void launch_tma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>
   const Conv2dProblem& pb = call.problem;
   const DwTma t = plan_tma(pb, int64_t(sizeof(T)), choice);
   // Whole pixels: two channels a lane for 16-bit types (plan_tma), one fp32.
+  if (choice.cl == 1) {  // (7x7 stride 1 whole pixels only: tma_take)
+    if (pb.r != 7 || pb.stride_h != 1 || !t.px || t.cl != 1)
+      throw Error(StatusCode::internal, "cuda_depthwise: the /px/c1 variants take 7x7 stride 1 only");
+    return launch_tma_k<T, 7, 1, 1, true, true>(call, d, epi, st, t);
+  }
   if constexpr (sizeof(T) == 2) {
     if (t.px) return launch_tma_k2<T, 2, true>(call, d, epi, st, t);
     if (t.cl == 2) return launch_tma_k2<T, 2, false>(call, d, epi, st, t);
