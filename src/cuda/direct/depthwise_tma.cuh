@@ -23,16 +23,20 @@
 //   256 channels, a box row's limit), a group is C / kCl threads (two channels a lane for any 16-bit C) and
 //   may straddle warps (a load of such a warp touches two pixels: up to two wavefronts). No lane works on
 //   channels past C, and a thread's taps never change.
+// - whole pixels one channel a lane (the "/px/c1" variants, 7x7 stride 1): 16-bit lanes hold 49 taps instead
+//   of 98, which leaves registers for 4 x 4 outputs a thread instead of 2 x 2 (a window of 100 loads for 16
+//   outputs instead of 64 for 4: the 2 x 2 patch kept the shared-memory pipe as busy as the FMAs).
 // A thread reads each input row of its window once: kCols pixels, each feeding up to kQt * kK FMAs from
 // registers; the kK x kK taps of its channels stay in registers (reloaded when its tile's channels change).
 // Its outputs lie at 32-bit offsets from its first: stored under a predicate a row and a column.
 // Square 3x3, 5x5 or 7x7 filters, the same stride (1 or 2) both ways, dilation 1, any padding; C * element
 // size a multiple of 16 bytes (the tensor map's strides); one image's output under 2^31 elements.
-// nvcc -Xptxas -v (sm_90, no stack frames): 48-90 registers with one channel a lane, 73-150 with two (7x7).
-// measured (H100, 2026-12-05, batch 32, NHWC, cuDNN in the same process): tma/256/s2/px bf16
+// nvcc -Xptxas -v (sm_90): 48-104 registers with one channel a lane, 73-150 with two (7x7); the stack frames
+// some instances have are listed in tests/local_memory_allowed.txt.
+// measured (H100, 2026-12-05, batch 32, NHWC, cuDNN in the same process, docs/perf.md): tma/256/s2/px bf16
 // mbv2_dw3x3_144_56 0.0308 ms (chunks, tma/256/s2/c2: 0.0464; cuDNN 0.0383), mbv2_dw3x3s2_96_112 0.0443
-// (rows kernel 0.0593; 0.0512), cnxt_dw7x7_192_28 0.0317 (chunks 0.0415; 0.0455); f32 effb0_dw5x5_240_28
-// 0.0278 (chunks 0.0320; 0.0472).
+// (rows kernel 0.0593; 0.0512); tma/256/s2/px/c1 bf16 cnxt_dw7x7_96_56 0.0431 (/px 0.0525; 0.0724),
+// cnxt_dw7x7_192_28 0.0259 (/px 0.0314; 0.0465); f32 effb0_dw5x5_240_28 0.0278 (chunks 0.0320; 0.0472).
 #pragma once
 
 #include "cuda/common/tma.cuh"

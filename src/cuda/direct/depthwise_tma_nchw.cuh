@@ -28,11 +28,10 @@
 // thread instead, a warp's store of one of its 4 columns touches a sector every 4 floats.
 // Square 3x3, 5x5 or 7x7 filters, the same stride (1 or 2) both ways, dilation 1; fp32 only (16-bit NCHW stays
 // on the window and general kernels).
-// nvcc -Xptxas -v (sm_90): 64-100 registers on tiles (an 8-byte spill frame in the 3x3 stride-2 instance), 64-128
-// on planes.
+// nvcc -Xptxas -v (sm_90, no stack frames): 64-108 registers on tiles, 73-128 on planes.
 // measured (H100, 2026-12-05, f32 NCHW batch 32, the heuristic's variant, cuDNN in the same process, docs/perf.md):
-// mbv2_dw3x3_144_56 0.0514 ms (tma/256/s2/nchw, 1.61x cuDNN; the window kernel 0.159), cnxt_dw7x7_96_56 0.0504
-// (6.65x), mbv2_dw3x3_960_7 0.0198 (tma/64/s4/nchw, 0.93x).
+// mbv2_dw3x3_144_56 0.0510 ms (tma/256/s2/nchw, 1.63x cuDNN; the window kernel 0.159), cnxt_dw7x7_96_56 0.0505
+// (6.63x), mbv2_dw3x3_960_7 0.0118 (tma/64/s4/nchw, staged stores, 1.59x).
 #pragma once
 
 #include "cuda/direct/depthwise_tma.cuh"  // the shared tile walk, kTmaMaxStages
