@@ -16,7 +16,9 @@
 // Any R, S, stride, dilation and padding; f32; fp32 sums in tap order (bit-equal to cpu_ref on small
 // integers). The epilogue (alpha, bias, residual, activation) is applied as each output is stored; the
 // residual may alias the output (each element is read, then written, by the thread that computes it).
-// Parallelism: OpenMP over (image, output row) in NHWC, over (image, channel) planes in NCHW.
+// Parallelism: OpenMP over (image, output row) in NHWC, or over blocks of 16 channels where those divide more
+// evenly among the threads (few rows of many channels: each thread then transposes and reads only its own
+// filters); over (image, channel) planes in NCHW.
 // Workspace: the transposed filters (R*S*C floats) in NHWC; none in NCHW (the padded plane is per thread).
 // f16/bf16: the same float32 computation on widened copies (input, filters, bias, residual) in the workspace,
 // the output rounded once into dst (fp32 sums, as the GPU kernels); before, cpu_ref's 16-bit loop served
@@ -24,7 +26,7 @@
 // measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3, 2026-12-05): the 26 depthwise layers of MobileNetV2,
 // EfficientNet-B0 and ConvNeXt-T in NCHW 0.27-1.91x one thread (geomean 0.98x; 3.53 ms summed against 4.19),
 // 0.67-2.62x two threads (geomean 1.54x; 1.86 against 3.10), the 7x7 planes the slowest; NHWC the 26 layers'
-// sum 1.44 ms against oneDNN's 0.72 (2 threads; 0.50x).
+// sum 1.03 ms against oneDNN's 0.84 (2 threads; 0.81x), 1.91 against 1.23 on one thread (0.64x).
 // docs/kernels.md, docs/perf.md.
 #include <algorithm>
 #include <cmath>
@@ -66,21 +68,43 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
   const bool plain = bias == nullptr && res == nullptr && e.activation == Activation::none && e.alpha == 1.0f;
   const int64_t sw = pb.stride_w, pw = pb.pad_w, dw = pb.dilation_w;
   const int64_t C16 = C / 16 * 16, pix = sw * C;  // pix: one output pixel's step in the input row
-#pragma omp parallel
+  // The threads split the output rows, or the channels where that divides the work more evenly (few rows of many
+  // channels: 768@7 has 7 rows and 48 blocks of 16 channels). Split by channels, a thread transposes and reads
+  // only its own filters and no barrier is needed; split by rows, every thread reads every filter.
+  const int64_t T = omp_get_max_threads(), rows = pb.n * P, blocks = (C + 15) / 16;
+  auto evenness = [T](int64_t units) { return double(units) / double(T * ((units + T - 1) / T)); };
+  const bool by_channel = T > 1 && evenness(blocks) > evenness(rows);
+#pragma omp parallel num_threads(int(T))
   {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    // This thread's rows [row0, row1) and channels [cs, ce) (cs a multiple of 16): its vector channels [cs, cv),
+    // the rest [std::max(cs, C16), ce) one at a time.
+    const int64_t row0 = by_channel ? 0 : rows * t / nt, row1 = by_channel ? rows : rows * (t + 1) / nt;
+    const int64_t cs = by_channel ? blocks * t / nt * 16 : 0, ce = by_channel ? std::min(C, blocks * (t + 1) / nt * 16) : C;
+    const int64_t cv = std::min(ce, C16), cr = std::max(cs, C16);
     // wt[(r*S + s)*C + c] = w[c][r][s] (KRSC with one input channel per group: w[c*R*S + r*S + s]), 16 channels
     // at a time (their R*S taps in L1; a store of every tap a channel C floats apart was 18% of a 7x7 layer's
     // time at 768@7, perf annotate).
+    auto transpose = [&](int64_t c0) {
+      const int64_t nc = std::min<int64_t>(16, C - c0);
+      for (int64_t tap = 0; tap < RS; ++tap) {
+        float* __restrict d = wt + tap * C + c0;
+        const float* __restrict src = w + c0 * RS + tap;
+        for (int64_t c = 0; c < nc; ++c) d[c] = src[c * RS];
+      }
+    };
+    if (by_channel) {
+      for (int64_t c0 = cs; c0 < ce; c0 += 16) transpose(c0);
+    } else {
 #pragma omp for schedule(static)
-    for (int64_t c0 = 0; c0 < C; c0 += 16)
-      for (int64_t t = 0; t < RS; ++t)
-        for (int64_t c = c0; c < std::min(c0 + 16, C); ++c) wt[t * C + c] = w[c * RS + t];
+      for (int64_t c0 = 0; c0 < C; c0 += 16) transpose(c0);
+    }
     std::vector<float> row(static_cast<size_t>(Q * C));  // one output row, all channels: acc[q*C + c]
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t n = 0; n < pb.n; ++n)
-      for (int64_t p = 0; p < P; ++p) {
+    for (int64_t np = row0; np < row1; ++np) {
+      {
+        const int64_t n = np / P, p = np % P;
         float* acc = row.data();
-        if (C16 < C) std::fill(row.begin(), row.end(), 0.0f);  // (the vector channels are stored whole)
+        if (cr < ce) std::fill(row.begin(), row.end(), 0.0f);  // (the vector channels are stored whole)
         // Channels [0, C16) in vectors of 16, nb <= kQB output pixels q0.. at a time, accumulated in registers
         // over the taps inside the image (in tap order) and stored once. Pixel j's taps along W are [s_lo[j],
         // s_hi[j]); the taps inside for all of a block's pixels, [sf_lo, sf_hi), take kQB FMAs unchecked, the
@@ -88,7 +112,7 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
         // first pixel whose taps are all inside (in_lo), so that the interior is whole blocks; the pixels
         // before it and after the last whole block make blocks of their own.
         const int64_t in_lo = std::min(Q, pw <= 0 ? 0 : (pw + sw - 1) / sw);  // q*sw - pw >= 0
-        for (int64_t q0 = 0, nb = 0; q0 < Q && C16 > 0; q0 += nb) {
+        for (int64_t q0 = 0, nb = 0; q0 < Q && cs < cv; q0 += nb) {
           nb = std::min(kQB, (q0 < in_lo ? in_lo : Q) - q0);
           int64_t s_lo[kQB], s_hi[kQB], sf_lo = 0, sf_hi = pb.s;
           for (int64_t j = 0; j < kQB; ++j) {
@@ -102,7 +126,7 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
           }
           sf_hi = std::max(sf_hi, sf_lo);
           if (nb == 1) {  // one pixel (an edge's): its taps inside, unchecked
-            for (int64_t c0 = 0; c0 < C16; c0 += 16) {
+            for (int64_t c0 = cs; c0 < cv; c0 += 16) {
               v16 a0 = {};
               for (int64_t r = 0; r < pb.r; ++r) {
                 const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
@@ -120,7 +144,7 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
             }
             continue;
           }
-          for (int64_t c0 = 0; c0 < C16; c0 += 16) {
+          for (int64_t c0 = cs; c0 < cv; c0 += 16) {
             v16 a[kQB] = {};
             for (int64_t r = 0; r < pb.r; ++r) {
               const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
@@ -167,8 +191,8 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
               if (j < nb) store16(acc + (q0 + j) * C + c0, a[j]);
           }
         }
-        // The channels [C16, C), one tap at a time over the row.
-        for (int64_t r = 0; r < pb.r && C16 < C; ++r) {
+        // The channels [C16, C) among this thread's, one tap at a time over the row.
+        for (int64_t r = 0; r < pb.r && cr < ce; ++r) {
           const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
           if (h < 0 || h >= H) continue;
           const float* xr = x + (n * H + h) * W * C;          for (int64_t s = 0; s < pb.s; ++s) {
@@ -181,19 +205,22 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
               const float* xp = xr + (q * sw + off) * C;
               float* ap = acc + q * C;
 #pragma omp simd
-              for (int64_t c = C16; c < C; ++c) ap[c] += xp[c] * wp[c];
+              for (int64_t c = cr; c < ce; ++c) ap[c] += xp[c] * wp[c];
             }
           }
         }
         const int64_t base = (n * P + p) * Q * C;
-        if (plain) {
+        if (plain && cs == 0 && ce == C) {
           std::memcpy(y + base, acc, sizeof(float) * size_t(Q * C));
+        } else if (plain) {
+          for (int64_t q = 0; q < Q; ++q) std::memcpy(y + base + q * C + cs, acc + q * C + cs, sizeof(float) * size_t(ce - cs));
         } else {
-          for (int64_t q = 0; q < Q; ++q)  // a pixel's C channels: bias[c] for channel c
-            epilogue_span(e, e.alpha, DType::f32, acc + q * C, y + base + q * C, C, bias, SpanBias::per_element,
-                          res ? res + base + q * C : nullptr);
+          for (int64_t q = 0; q < Q; ++q)  // a pixel's channels [cs, ce): bias[c] for channel c
+            epilogue_span(e, e.alpha, DType::f32, acc + q * C + cs, y + base + q * C + cs, ce - cs, bias ? bias + cs : nullptr,
+                          SpanBias::per_element, res ? res + base + q * C + cs : nullptr);
         }
       }
+    }
   }
 }
 
