@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
 #include "convkit/convkit.hpp"
 #include "depthwise_specs.hpp"
 #include "test_util.hpp"
@@ -55,6 +57,36 @@ TEST(Depthwise, BitEqualToReferenceOnLargerShapes) {
         ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
             << spec << " " << to_string(l) << " act " << int(act);
       }
+}
+
+// NHWC at several thread counts: the threads split the output rows, or blocks of 16 channels where those divide
+// more evenly (few rows of many channels); each thread then transposes and reads its own filters. Shapes with 7
+// rows and 9, 48 or 10 blocks (the last with channels past the last 16), stride 2, 5x5 and 7x7, a batch of 2.
+TEST(Depthwise, NhwcBitEqualAtEveryThreadCount) {
+  const char* specs[] = {"n1c144h14w14k144r3s3p1u2g144", "n1c768h7w7k768r7s7p3g768", "n1c150h7w7k150r5s5p2g150",
+                         "n2c96h9w5k96r3s3p1g96", "n1c32h3w40k32r3s3p1g32"};
+  const int before = omp_get_max_threads();
+  std::mt19937 rng(17);
+  for (const char* spec : specs)
+    for (int threads : {1, 2, 3, 5}) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      auto x = small_ints(size_t(p.input_elems()), rng), w = small_ints(size_t(p.weight_elems()), rng);
+      auto b = small_ints(size_t(p.k), rng), r = small_ints(size_t(p.output_elems()), rng);
+      std::vector<float> want = r, got = r;  // the residual in place
+      for (auto* y : {&want, &got}) {
+        Epilogue e;
+        e.activation = Activation::relu6;
+        e.bias = b.data();
+        e.residual = y->data();
+        RunOptions o;
+        o.algo = y == &want ? "cpu_ref" : "cpu_depthwise";
+        omp_set_num_threads(y == &want ? before : threads);
+        conv2d(p, ckt::cpu_f32_view(x, Layout::nhwc, input_dims(p)), ckt::cpu_f32_view(w, Layout::nhwc, weight_dims(p)),
+               ckt::cpu_f32_view(*y, Layout::nhwc, output_dims(p)), e, o);
+      }
+      omp_set_num_threads(before);
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << spec << " threads " << threads;
+    }
 }
 
 // An infinite filter value: where its tap falls outside the image the sum skips it, as cpu_ref does (the NCHW
