@@ -101,124 +101,122 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
     }
     std::vector<float> row(static_cast<size_t>(Q * C));  // one output row, all channels: acc[q*C + c]
     for (int64_t np = row0; np < row1; ++np) {
-      {
-        const int64_t n = np / P, p = np % P;
-        float* acc = row.data();
-        if (cr < ce) std::fill(row.begin(), row.end(), 0.0f);  // (the vector channels are stored whole)
-        // Channels [0, C16) in vectors of 16, nb <= kQB output pixels q0.. at a time, accumulated in registers
-        // over the taps inside the image (in tap order) and stored once. Pixel j's taps along W are [s_lo[j],
-        // s_hi[j]); the taps inside for all of a block's pixels, [sf_lo, sf_hi), take kQB FMAs unchecked, the
-        // others test each pixel; a block of one pixel runs its own range unchecked. The blocks start at the
-        // first pixel whose taps are all inside (in_lo), so that the interior is whole blocks; the pixels
-        // before it and after the last whole block make blocks of their own.
-        const int64_t in_lo = std::min(Q, pw <= 0 ? 0 : (pw + sw - 1) / sw);  // q*sw - pw >= 0
-        for (int64_t q0 = 0, nb = 0; q0 < Q && cs < cv; q0 += nb) {
-          nb = std::min(kQB, (q0 < in_lo ? in_lo : Q) - q0);
-          int64_t s_lo[kQB], s_hi[kQB], sf_lo = 0, sf_hi = pb.s;
-          for (int64_t j = 0; j < kQB; ++j) {
-            s_lo[j] = pb.s, s_hi[j] = 0;  // (none: a pixel past the block)
-            if (j < nb) {
-              const int64_t c0 = (q0 + j) * sw - pw;  // tap s reads column c0 + s*dw, inside for [lo, hi)
-              s_lo[j] = c0 >= 0 ? 0 : (-c0 + dw - 1) / dw;
-              s_hi[j] = c0 > W - 1 ? 0 : std::min<int64_t>(pb.s, (W - 1 - c0) / dw + 1);
-              sf_lo = std::max(sf_lo, s_lo[j]), sf_hi = std::min(sf_hi, s_hi[j]);  // (over the block's pixels)
-            }
+      const int64_t n = np / P, p = np % P;
+      float* acc = row.data();
+      if (cr < ce) std::fill(row.begin(), row.end(), 0.0f);  // (the vector channels are stored whole)
+      // Channels [0, C16) in vectors of 16, nb <= kQB output pixels q0.. at a time, accumulated in registers
+      // over the taps inside the image (in tap order) and stored once. Pixel j's taps along W are [s_lo[j],
+      // s_hi[j]); the taps inside for all of a block's pixels, [sf_lo, sf_hi), take kQB FMAs unchecked, the
+      // others test each pixel; a block of one pixel runs its own range unchecked. The blocks start at the
+      // first pixel whose taps are all inside (in_lo), so that the interior is whole blocks; the pixels
+      // before it and after the last whole block make blocks of their own.
+      const int64_t in_lo = std::min(Q, pw <= 0 ? 0 : (pw + sw - 1) / sw);  // q*sw - pw >= 0
+      for (int64_t q0 = 0, nb = 0; q0 < Q && cs < cv; q0 += nb) {
+        nb = std::min(kQB, (q0 < in_lo ? in_lo : Q) - q0);
+        int64_t s_lo[kQB], s_hi[kQB], sf_lo = 0, sf_hi = pb.s;
+        for (int64_t j = 0; j < kQB; ++j) {
+          s_lo[j] = pb.s, s_hi[j] = 0;  // (none: a pixel past the block)
+          if (j < nb) {
+            const int64_t c0 = (q0 + j) * sw - pw;  // tap s reads column c0 + s*dw, inside for [lo, hi)
+            s_lo[j] = c0 >= 0 ? 0 : (-c0 + dw - 1) / dw;
+            s_hi[j] = c0 > W - 1 ? 0 : std::min<int64_t>(pb.s, (W - 1 - c0) / dw + 1);
+            sf_lo = std::max(sf_lo, s_lo[j]), sf_hi = std::min(sf_hi, s_hi[j]);  // (over the block's pixels)
           }
-          sf_hi = std::max(sf_hi, sf_lo);
-          if (nb == 1) {  // one pixel (an edge's): its taps inside, unchecked
-            for (int64_t c0 = cs; c0 < cv; c0 += 16) {
-              v16 a0 = {};
-              for (int64_t r = 0; r < pb.r; ++r) {
-                const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
-                if (h < 0 || h >= H) continue;
-                const float* xq = x + ((n * H + h) * W + q0 * sw - pw) * C + c0;
-                const float* wr = wt + r * pb.s * C + c0;
-                for (int64_t s = s_lo[0]; s < s_hi[0]; ++s) {
-                  v16 wv, xv;
-                  load16(wv, wr + s * C);
-                  load16(xv, xq + s * dw * C);
-                  a0 += xv * wv;
-                }
-              }
-              store16(acc + q0 * C + c0, a0);
-            }
-            continue;
-          }
+        }
+        sf_hi = std::max(sf_hi, sf_lo);
+        if (nb == 1) {  // one pixel (an edge's): its taps inside, unchecked
           for (int64_t c0 = cs; c0 < cv; c0 += 16) {
-            v16 a[kQB] = {};
+            v16 a0 = {};
             for (int64_t r = 0; r < pb.r; ++r) {
               const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
               if (h < 0 || h >= H) continue;
-              // (xq: tap 0 of pixel 0, possibly outside the image: only offsets inside are read)
               const float* xq = x + ((n * H + h) * W + q0 * sw - pw) * C + c0;
               const float* wr = wt + r * pb.s * C + c0;
-              for (int64_t s = 0; s < pb.s; ++s) {
-                const float* xs = xq + s * dw * C;
-                v16 wv;
+              for (int64_t s = s_lo[0]; s < s_hi[0]; ++s) {
+                v16 wv, xv;
                 load16(wv, wr + s * C);
-                if (s >= sf_lo && s < sf_hi && nb == kQB) {
-                  // (a pointer stepped a pixel at a time: fewer address registers than eight offsets j * sw * C,
-                  // which the compiler kept on the stack)
-                  const float* xj = xs;
-#pragma GCC unroll 8
-                  for (int64_t j = 0; j < kQB; ++j, xj += pix) {
-                    v16 xv;
-                    load16(xv, xj);
-                    a[j] += xv * wv;
-                  }
-                } else if (s >= sf_lo && s < sf_hi) {  // (a partial block: its pixels only)
-#pragma GCC unroll 8
-                  for (int64_t j = 0; j < kQB; ++j)
-                    if (j < nb) {
-                      v16 xv;
-                      load16(xv, xs + j * sw * C);
-                      a[j] += xv * wv;
-                    }
-                } else {
-#pragma GCC unroll 8
-                  for (int64_t j = 0; j < kQB; ++j)
-                    if (s >= s_lo[j] && s < s_hi[j]) {
-                      v16 xv;
-                      load16(xv, xs + j * sw * C);
-                      a[j] += xv * wv;
-                    }
-                }
+                load16(xv, xq + s * dw * C);
+                a0 += xv * wv;
               }
             }
-            // (constant bounds, unrolled: the accumulators stay in registers)
-#pragma GCC unroll 8
-            for (int64_t j = 0; j < kQB; ++j)
-              if (j < nb) store16(acc + (q0 + j) * C + c0, a[j]);
+            store16(acc + q0 * C + c0, a0);
           }
+          continue;
         }
-        // The channels [C16, C) among this thread's, one tap at a time over the row.
-        for (int64_t r = 0; r < pb.r && cr < ce; ++r) {
-          const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
-          if (h < 0 || h >= H) continue;
-          const float* xr = x + (n * H + h) * W * C;          for (int64_t s = 0; s < pb.s; ++s) {
-            const float* wp = wt + (r * pb.s + s) * C;
-            // The outputs q whose input column q*sw - pw + s*dw lies in [0, W): [q_lo, q_hi).
-            const int64_t off = s * dw - pw;
-            const int64_t q_lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
-            const int64_t q_hi = std::min(Q, W - off <= 0 ? int64_t(0) : (W - off + sw - 1) / sw);
-            for (int64_t q = q_lo; q < q_hi; ++q) {
-              const float* xp = xr + (q * sw + off) * C;
-              float* ap = acc + q * C;
-#pragma omp simd
-              for (int64_t c = cr; c < ce; ++c) ap[c] += xp[c] * wp[c];
+        for (int64_t c0 = cs; c0 < cv; c0 += 16) {
+          v16 a[kQB] = {};
+          for (int64_t r = 0; r < pb.r; ++r) {
+            const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
+            if (h < 0 || h >= H) continue;
+            // (xq: tap 0 of pixel 0, possibly outside the image: only offsets inside are read)
+            const float* xq = x + ((n * H + h) * W + q0 * sw - pw) * C + c0;
+            const float* wr = wt + r * pb.s * C + c0;
+            for (int64_t s = 0; s < pb.s; ++s) {
+              const float* xs = xq + s * dw * C;
+              v16 wv;
+              load16(wv, wr + s * C);
+              if (s >= sf_lo && s < sf_hi && nb == kQB) {
+                // (a pointer stepped a pixel at a time: fewer address registers than eight offsets j * sw * C,
+                // which the compiler kept on the stack)
+                const float* xj = xs;
+#pragma GCC unroll 8
+                for (int64_t j = 0; j < kQB; ++j, xj += pix) {
+                  v16 xv;
+                  load16(xv, xj);
+                  a[j] += xv * wv;
+                }
+              } else if (s >= sf_lo && s < sf_hi) {  // (a partial block: its pixels only)
+#pragma GCC unroll 8
+                for (int64_t j = 0; j < kQB; ++j)
+                  if (j < nb) {
+                    v16 xv;
+                    load16(xv, xs + j * sw * C);
+                    a[j] += xv * wv;
+                  }
+              } else {
+#pragma GCC unroll 8
+                for (int64_t j = 0; j < kQB; ++j)
+                  if (s >= s_lo[j] && s < s_hi[j]) {
+                    v16 xv;
+                    load16(xv, xs + j * sw * C);
+                    a[j] += xv * wv;
+                  }
+              }
             }
           }
+          // (constant bounds, unrolled: the accumulators stay in registers)
+#pragma GCC unroll 8
+          for (int64_t j = 0; j < kQB; ++j)
+            if (j < nb) store16(acc + (q0 + j) * C + c0, a[j]);
         }
-        const int64_t base = (n * P + p) * Q * C;
-        if (plain && cs == 0 && ce == C) {
-          std::memcpy(y + base, acc, sizeof(float) * size_t(Q * C));
-        } else if (plain) {
-          for (int64_t q = 0; q < Q; ++q) std::memcpy(y + base + q * C + cs, acc + q * C + cs, sizeof(float) * size_t(ce - cs));
-        } else {
-          for (int64_t q = 0; q < Q; ++q)  // a pixel's channels [cs, ce): bias[c] for channel c
-            epilogue_span(e, e.alpha, DType::f32, acc + q * C + cs, y + base + q * C + cs, ce - cs, bias ? bias + cs : nullptr,
-                          SpanBias::per_element, res ? res + base + q * C + cs : nullptr);
+      }
+      // The channels [C16, C) among this thread's, one tap at a time over the row.
+      for (int64_t r = 0; r < pb.r && cr < ce; ++r) {
+        const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
+        if (h < 0 || h >= H) continue;
+        const float* xr = x + (n * H + h) * W * C;          for (int64_t s = 0; s < pb.s; ++s) {
+          const float* wp = wt + (r * pb.s + s) * C;
+          // The outputs q whose input column q*sw - pw + s*dw lies in [0, W): [q_lo, q_hi).
+          const int64_t off = s * dw - pw;
+          const int64_t q_lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+          const int64_t q_hi = std::min(Q, W - off <= 0 ? int64_t(0) : (W - off + sw - 1) / sw);
+          for (int64_t q = q_lo; q < q_hi; ++q) {
+            const float* xp = xr + (q * sw + off) * C;
+            float* ap = acc + q * C;
+#pragma omp simd
+            for (int64_t c = cr; c < ce; ++c) ap[c] += xp[c] * wp[c];
+          }
         }
+      }
+      const int64_t base = (n * P + p) * Q * C;
+      if (plain && cs == 0 && ce == C) {
+        std::memcpy(y + base, acc, sizeof(float) * size_t(Q * C));
+      } else if (plain) {
+        for (int64_t q = 0; q < Q; ++q) std::memcpy(y + base + q * C + cs, acc + q * C + cs, sizeof(float) * size_t(ce - cs));
+      } else {
+        for (int64_t q = 0; q < Q; ++q)  // a pixel's channels [cs, ce): bias[c] for channel c
+          epilogue_span(e, e.alpha, DType::f32, acc + q * C + cs, y + base + q * C + cs, ce - cs, bias ? bias + cs : nullptr,
+                        SpanBias::per_element, res ? res + base + q * C + cs : nullptr);
       }
     }
   }

@@ -814,6 +814,9 @@ constexpr TmaShape tma_shape(int k, int u, bool wide = false) {
 // chunk of 32 * kCl channels idles fewer lanes); one fp32.
 int tma_lane_channels(const Conv2dProblem& pb, int64_t elem) { return elem == 2 && pb.c % 64 == 0 ? 2 : 1; }
 
+// Whole pixels' channels a lane: two 16-bit ones, except in the /c1 variants; one fp32.
+int tma_pixel_lane_channels(int64_t elem, TmaChoice choice) { return elem == 2 && choice.cl != 1 ? 2 : 1; }
+
 // Whole pixels: the fewest equal parts of C whose channels fit a box row (256), are a multiple of 16 bytes
 // (a tensor map's box row) and whose threads (two 16-bit channels or one fp32 a thread) fit the block;
 // 0 where none does.
@@ -841,7 +844,7 @@ DwTma plan_tma(const Conv2dProblem& pb, int64_t elem, TmaChoice choice) {
   const int K = int(pb.r), U = int(pb.stride_h);
   t.px = choice.px;
   if (choice.px) {
-    t.cl = elem == 2 && choice.cl != 1 ? 2 : 1;
+    t.cl = tma_pixel_lane_channels(elem, choice);
     t.chunks = tma_pixel_parts(pb, elem, choice.threads, t.cl);
     t.chunk_ch = int(pb.c / std::max(t.chunks, 1));
     t.lanes = std::max(t.chunk_ch / t.cl, 1);
@@ -895,8 +898,9 @@ bool tma_take(const Conv2dProblem& pb, const ConvConfig& cfg, TmaChoice choice) 
     return false;
   if (choice.cl == 2 && (elem_bytes(cfg.dtype) != 2 || pb.c % 64 == 0)) return false;  // (else the same as cl 0)
   if (choice.cl == 1 && (!choice.px || pb.r != 7 || pb.stride_h != 1)) return false;
-  const int64_t px_cl = elem_bytes(cfg.dtype) == 2 && choice.cl != 1 ? 2 : 1;
-  if (choice.px && tma_pixel_parts(pb, elem_bytes(cfg.dtype), choice.threads, px_cl) == 0) return false;
+  if (choice.px && tma_pixel_parts(pb, elem_bytes(cfg.dtype), choice.threads,
+                                   tma_pixel_lane_channels(elem_bytes(cfg.dtype), choice)) == 0)
+    return false;
   if (!tma_device_ok()) return false;
   const DwTma t = plan_tma(pb, elem_bytes(cfg.dtype), choice);
   return t.smem <= 200 * 1024 && t.ih <= 256 && t.iw <= 256 && int64_t(pb.n) * t.chunks * t.tiles_q * t.tiles_p < INT_MAX;
@@ -1346,9 +1350,6 @@ void launch_tma_nchw_k(const ConvCall& call, const ConvDims& d, const DeviceEpil
   if (!kPlane && ((t.tile_q * int64_t(pb.stride_w)) % 4 != 0 || (pb.pad_w + tma_nchw_off(kK)) % 4 != 0))
     throw Error(StatusCode::internal, "cuda_depthwise: the NCHW TMA boxes of " + pb.to_string() +
                                           " would start off 16 bytes along W.");
-  if (!kPlane && kU == 1 && t.out_bytes != 0)
-    throw Error(StatusCode::internal, "cuda_depthwise: the NCHW TMA kernel's stride-1 tiles have no staged outputs (" +
-                                          pb.to_string() + ").");
   if (!kPlane && kU == 1 && t.out_bytes != 0)
     throw Error(StatusCode::internal, "cuda_depthwise: the NCHW TMA kernel's stride-1 tiles have no staged outputs (" +
                                           pb.to_string() + ").");
