@@ -317,7 +317,7 @@ TEST(CudaDepthwise, NchwTmaKernelEveryVariant) {
 
 // The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): on a
 // device with the copy engine (compute capability 9.0) the TMA kernel's whole pixels up to 256 channels (at
-// 7x7 stride 1 from 14 columns at any C, 16-bit with one channel a lane and 4 x 4 outputs a thread: /px/c1), and
+// 7x7 stride 1 from 14 columns at any C, with one channel a lane and 4 x 4 outputs a thread: /px/c1), and
 // past them its chunks at 3x3 stride 1, 3x3 stride 2 on outputs of 14 columns or fewer, 16-bit 5x5 and 7x7
 // from 28 columns; elsewhere, and on other machines, the
 // rows kernel at stride 2 and on images of 28 columns or more, the window kernel on smaller ones, the column
@@ -354,7 +354,8 @@ TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
       {"n32c144h56w56k144r3s3p1g144", px_or_rows},
       {"n32c240h56w56k240r5s5p2u2g240", tma ? "tma/256/s2/px" : "rows/128/d1"},
       {"n32c384h14w14k384r3s3p1g384", tma ? "tma/256/s2" : "window"},  // (past 256 channels: chunks)
-      {"n32c384h14w14k384r7s7p3g384", tma ? "tma/256/s2/px" : "window"}};  // (but whole pixels at 7x7)
+      {"n32c96h56w56k96r7s7p3g96", tma ? "tma/256/s2/px/c1" : "rows/256/d1"},
+      {"n32c384h14w14k384r7s7p3g384", tma ? "tma/256/s2/px/c1" : "window"}};  // (but whole pixels at 7x7)
   for (const auto& [spec, kernel] : want_f32) {
     const std::vector<std::string> vs = a->variants(Conv2dProblem::parse(spec), f32);
     EXPECT_EQ(vs.front(), kernel) << spec << " f32";

@@ -1077,14 +1077,11 @@ constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {
 // 0.0525 (cuDNN 0.0724), 192@28 0.0259 against 0.0314, 384@14 (two parts of 192) 0.0221 against the window
 // kernel's 0.0287; f32 /px (one channel a lane already, 2 x 2 outputs) at 384@14 0.0264 against the window's
 // 0.0340. At 768@7 the window kernel stays (bf16 0.0180 against /c1's 0.0180-0.0199; f32 0.0192 against /px's
-// 0.0240). (f32 /c1 on an H200: 96@56 0.0412 against /px's 0.0621, 192@28 0.0312 against 0.0357: not yet the
-// rule, see docs/perf.md.)
+// 0.0240). f32 takes /c1 there too (one fp32 a lane as in /px, but 4 x 4 outputs; H200): 96@56 0.0412 against
+// /px's 0.0621, 192@28 0.0312 against 0.0357, 384@14 0.0257 against 0.0260.
 constexpr TmaChoice kTmaPixels{256, 2, 0, 1}, kTmaPixelsC1{256, 2, 1, 1};
 TmaChoice tma_pixels_choice(const Conv2dProblem& pb, const ConvConfig& cfg) {
-  if (pb.r == 7 && pb.stride_h == 1 && pb.q() >= 14) {
-    const TmaChoice c = elem_bytes(cfg.dtype) == 2 ? kTmaPixelsC1 : kTmaPixels;
-    if (tma_take(pb, cfg, c)) return c;
-  }
+  if (pb.r == 7 && pb.stride_h == 1 && pb.q() >= 14 && tma_take(pb, cfg, kTmaPixelsC1)) return kTmaPixelsC1;
   return pb.c <= 256 && tma_take(pb, cfg, kTmaPixels) ? kTmaPixels : TmaChoice{};
 }
 bool tma_pixels_take(const Conv2dProblem& pb, const ConvConfig& cfg) { return tma_pixels_choice(pb, cfg).px != 0; }
