@@ -194,7 +194,8 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
       for (int64_t r = 0; r < pb.r && cr < ce; ++r) {
         const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
         if (h < 0 || h >= H) continue;
-        const float* xr = x + (n * H + h) * W * C;          for (int64_t s = 0; s < pb.s; ++s) {
+        const float* xr = x + (n * H + h) * W * C;
+        for (int64_t s = 0; s < pb.s; ++s) {
           const float* wp = wt + (r * pb.s + s) * C;
           // The outputs q whose input column q*sw - pw + s*dw lies in [0, W): [q_lo, q_hi).
           const int64_t off = s * dw - pw;
