@@ -28,6 +28,28 @@ std::vector<float> small_ints(size_t n, std::mt19937& rng) {
   return std::vector<float>(d.begin(), d.end());
 }
 
+// cpu_depthwise and cpu_ref on small integers (bias, the residual in place, `act`), cpu_depthwise with `threads`
+// OpenMP threads (0: as set): whether the outputs are bit-equal.
+bool depthwise_bit_equal_to_ref(const Conv2dProblem& p, Layout l, Activation act, std::mt19937& rng, int threads = 0) {
+  const int before = omp_get_max_threads();
+  auto x = small_ints(size_t(p.input_elems()), rng), w = small_ints(size_t(p.weight_elems()), rng);
+  auto b = small_ints(size_t(p.k), rng), r = small_ints(size_t(p.output_elems()), rng);
+  std::vector<float> want = r, got = r;  // the residual in place
+  for (auto* y : {&want, &got}) {
+    Epilogue e;
+    e.activation = act;
+    e.bias = b.data();
+    e.residual = y->data();
+    RunOptions o;
+    o.algo = y == &want ? "cpu_ref" : "cpu_depthwise";
+    omp_set_num_threads(y == &got && threads > 0 ? threads : before);
+    conv2d(p, ckt::cpu_f32_view(x, l, input_dims(p)), ckt::cpu_f32_view(w, l, weight_dims(p)),
+           ckt::cpu_f32_view(*y, l, output_dims(p)), e, o);
+  }
+  omp_set_num_threads(before);
+  return std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+}
+
 TEST(Depthwise, BitEqualToReferenceOnLargerShapes) {
   // (the NCHW blocks on the padded plane: small images, row remainders, R != S, stride along H only, stride
   // 2 and 3 along W on short rows, the row pass on long ones)
@@ -39,24 +61,9 @@ TEST(Depthwise, BitEqualToReferenceOnLargerShapes) {
   std::mt19937 rng(5);
   for (const char* spec : specs)
     for (Layout l : {Layout::nchw, Layout::nhwc})
-      for (Activation act : {Activation::none, Activation::relu}) {
-        const Conv2dProblem p = Conv2dProblem::parse(spec);
-        auto x = small_ints(size_t(p.input_elems()), rng), w = small_ints(size_t(p.weight_elems()), rng);
-        auto b = small_ints(size_t(p.k), rng), r = small_ints(size_t(p.output_elems()), rng);
-        std::vector<float> want = r, got = r;  // the residual in place
-        for (auto* y : {&want, &got}) {
-          Epilogue e;
-          e.activation = act;
-          e.bias = b.data();
-          e.residual = y->data();
-          RunOptions o;
-          o.algo = y == &want ? "cpu_ref" : "cpu_depthwise";
-          conv2d(p, ckt::cpu_f32_view(x, l, input_dims(p)), ckt::cpu_f32_view(w, l, weight_dims(p)),
-                 ckt::cpu_f32_view(*y, l, output_dims(p)), e, o);
-        }
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+      for (Activation act : {Activation::none, Activation::relu})
+        ASSERT_TRUE(depthwise_bit_equal_to_ref(Conv2dProblem::parse(spec), l, act, rng))
             << spec << " " << to_string(l) << " act " << int(act);
-      }
 }
 
 // NHWC at several thread counts: the threads split the output rows, or blocks of 16 channels where those divide
@@ -65,28 +72,11 @@ TEST(Depthwise, BitEqualToReferenceOnLargerShapes) {
 TEST(Depthwise, NhwcBitEqualAtEveryThreadCount) {
   const char* specs[] = {"n1c144h14w14k144r3s3p1u2g144", "n1c768h7w7k768r7s7p3g768", "n1c150h7w7k150r5s5p2g150",
                          "n2c96h9w5k96r3s3p1g96", "n1c32h3w40k32r3s3p1g32"};
-  const int before = omp_get_max_threads();
   std::mt19937 rng(17);
   for (const char* spec : specs)
-    for (int threads : {1, 2, 3, 5}) {
-      const Conv2dProblem p = Conv2dProblem::parse(spec);
-      auto x = small_ints(size_t(p.input_elems()), rng), w = small_ints(size_t(p.weight_elems()), rng);
-      auto b = small_ints(size_t(p.k), rng), r = small_ints(size_t(p.output_elems()), rng);
-      std::vector<float> want = r, got = r;  // the residual in place
-      for (auto* y : {&want, &got}) {
-        Epilogue e;
-        e.activation = Activation::relu6;
-        e.bias = b.data();
-        e.residual = y->data();
-        RunOptions o;
-        o.algo = y == &want ? "cpu_ref" : "cpu_depthwise";
-        omp_set_num_threads(y == &want ? before : threads);
-        conv2d(p, ckt::cpu_f32_view(x, Layout::nhwc, input_dims(p)), ckt::cpu_f32_view(w, Layout::nhwc, weight_dims(p)),
-               ckt::cpu_f32_view(*y, Layout::nhwc, output_dims(p)), e, o);
-      }
-      omp_set_num_threads(before);
-      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << spec << " threads " << threads;
-    }
+    for (int threads : {1, 2, 3, 5})
+      ASSERT_TRUE(depthwise_bit_equal_to_ref(Conv2dProblem::parse(spec), Layout::nhwc, Activation::relu6, rng, threads))
+          << spec << " threads " << threads;
 }
 
 // An infinite filter value: where its tap falls outside the image the sum skips it, as cpu_ref does (the NCHW
