@@ -1113,7 +1113,7 @@ bool tma_heuristic_takes(const Conv2dProblem& pb, const ConvConfig& cfg) {
 TmaChoice tma_heuristic_choice(const Conv2dProblem& pb, const ConvConfig& cfg) {
   const bool b16 = elem_bytes(cfg.dtype) == 2;
   auto if_taken = [&](TmaChoice c) { return tma_take(pb, cfg, c) ? c : TmaChoice{}; };
-  if (tma_pixels_take(pb, cfg)) return tma_pixels_choice(pb, cfg);
+  if (const TmaChoice px = tma_pixels_choice(pb, cfg); px.px) return px;
   if (b16 && pb.r == 5 && pb.q() <= 7) return if_taken({128, 3, 0});
   if (b16 && pb.r == 3 && pb.c >= 128) return if_taken({256, 2, 2});
   return {};
