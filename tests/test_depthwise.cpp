@@ -136,11 +136,7 @@ TEST(CudaDepthwise, BitEqualToReferenceOnSmallIntegersF32) {
         const Conv2dProblem p = Conv2dProblem::parse(spec);
         const ConvConfig cfg{DType::f32, l, Device::cuda, MathMode::strict};
         ASSERT_TRUE(a->can_implement(p, cfg)) << spec << ": " << a->can_implement(p, cfg).reason;
-        ckt::EpilogueSpec es;
-        es.bias = e >= 1;
-        es.activation = e == 1 ? Activation::relu : e == 2 ? Activation::relu6 : Activation::none;
-        es.residual = e == 2;
-        es.residual_aliases_dst = e == 2 && (seed % 2 == 0);
+        const ckt::EpilogueSpec es = ckt::exact_epilogue(e, seed);
         const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, ckt::Fill::small_ints);
         const ckt::Verdict v = ckt::check_against_reference(*a, c, 1e-5, /*exact=*/true);
         EXPECT_TRUE(v.ok) << v.message;
@@ -228,6 +224,8 @@ TEST(CudaDepthwise, TmaKernelEveryVariant) {
   // 7x7 stride 1 for the one-channel-a-lane whole pixels (/px/c1, 4 x 4 outputs a thread): odd sizes, C in parts
   // (384 = 2 x 192), padding past the filter
   for (const char* s : {"n2c24h13w11k24r7s7p3g24", "n1c384h9w9k384r7s7p3g384", "n2c8h20w17k8r7s7p5g8"}) specs.push_back(s);
+  // 16-bit 3x3 whole pixels in parts of C past 256 channels (the heuristic's /px there): stride 1 and 2, odd sizes
+  for (const char* s : {"n2c384h9w7k384r3s3p1g384", "n1c576h11w9k576r3s3p1u2g576"}) specs.push_back(s);
   for (DType dt : {DType::f32, DType::bf16})
     for (const std::string& spec : specs) {
       const Conv2dProblem p = Conv2dProblem::parse(spec);
@@ -306,7 +304,8 @@ TEST(CudaDepthwise, NchwTmaKernelEveryVariant) {
 }
 
 // The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): on a
-// device with the copy engine (compute capability 9.0) the TMA kernel's whole pixels up to 256 channels (at
+// device with the copy engine (compute capability 9.0) the TMA kernel's whole pixels up to 256 channels (16-bit
+// 3x3 at any C, in parts past 256; at
 // 7x7 stride 1 from 14 columns at any C, with one channel a lane and 4 x 4 outputs a thread: /px/c1), and
 // past them its chunks at 3x3 stride 1, 3x3 stride 2 on outputs of 14 columns or fewer, 16-bit 5x5 and 7x7
 // from 28 columns; elsewhere, and on other machines, the
@@ -328,8 +327,8 @@ TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
       {"n32c32h112w112k32r3s3p1g32", px_or_rows},
       {"n32c240h28w28k240r5s5p2g240", px_or_rows},
       {"n32c96h56w56k96r7s7p3g96", tma ? "tma/256/s2/px/c1" : "rows/256/d1"},
-      {"n32c576h14w14k576r3s3p1u2g576", tma ? "tma/256/s2" : "rows/128/d1"},
-      {"n32c960h7w7k960r3s3p1g960", tma ? "tma/256/s2" : "window"},
+      {"n32c576h14w14k576r3s3p1u2g576", tma ? "tma/256/s2/px" : "rows/128/d1"},
+      {"n32c960h7w7k960r3s3p1g960", tma ? "tma/256/s2/px" : "window"},
       {"n32c384h14w14k384r7s7p3g384", tma ? "tma/256/s2/px/c1" : "window"},
       {"n32c768h7w7k768r7s7p3g768", "window"},        {"n32c144h56w56k144r3s3p1u3g144", "mma/128/s4"},
       {"n32c17h56w56k17r3s3p1g17", "general"},        {"n32c20h56w56k20r3s3p1g20", "cols"}};
