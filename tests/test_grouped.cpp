@@ -57,15 +57,7 @@ int check_specs(const Algorithm& a, DType dt, const char* const (&specs)[N], ckt
     const Conv2dProblem p = Conv2dProblem::parse(spec);
     const ConvConfig cfg{dt, Layout::nhwc, Device::cuda, MathMode::strict};
     if (!a.can_implement(p, cfg)) continue;
-    ckt::EpilogueSpec es;
-    es.bias = (seed % 4) != 0;
-    es.residual = (seed % 3) == 0;
-    es.residual_aliases_dst = es.residual && (seed % 2 == 0);
-    // small integers: the exact activations only (none, relu, relu6)
-    es.activation = fill == ckt::Fill::small_ints ? (act % 3 == 0 ? Activation::none : act % 3 == 1 ? Activation::relu
-                                                                                                      : Activation::relu6)
-                                                  : static_cast<Activation>(act % 6);
-    ++act;
+    const ckt::EpilogueSpec es = ckt::varied_epilogue(seed, act++, fill == ckt::Fill::small_ints);
     const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, fill);
     const ckt::Verdict v = ckt::check_against_reference(a, c, bound, fill == ckt::Fill::small_ints);
     EXPECT_TRUE(v.ok) << v.message;
@@ -84,11 +76,7 @@ TEST(CudaGrouped, BitEqualToReferenceOnSmallIntegersF32) {
       const Conv2dProblem p = Conv2dProblem::parse(spec);
       const ConvConfig cfg{DType::f32, Layout::nhwc, Device::cuda, MathMode::strict};
       ASSERT_TRUE(a->can_implement(p, cfg)) << spec << ": " << a->can_implement(p, cfg).reason;
-      ckt::EpilogueSpec es;
-      es.bias = e >= 1;
-      es.activation = e == 1 ? Activation::relu : e == 2 ? Activation::relu6 : Activation::none;
-      es.residual = e == 2;
-      es.residual_aliases_dst = e == 2 && (seed % 2 == 0);
+      const ckt::EpilogueSpec es = ckt::exact_epilogue(e, seed);
       const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, ckt::Fill::small_ints);
       const ckt::Verdict v = ckt::check_against_reference(*a, c, 1e-5, /*exact=*/true);
       EXPECT_TRUE(v.ok) << v.message;

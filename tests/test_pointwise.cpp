@@ -26,52 +26,22 @@ const Algorithm* pointwise() { return find_algorithm("cuda_pointwise_mma"); }
 
 const ConvConfig kBf16{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
 
-// Every spec in every variant in `dt`, rotating through the epilogues; returns the runs.
-int check_all(const Algorithm& a, DType dt, ckt::Fill fill, double bound, uint32_t seed) {
-  int ran = 0, turn = 0;
-  const ConvConfig cfg{dt, Layout::nhwc, Device::cuda, MathMode::strict};
-  for (const char* spec : kSpecs) {
-    const Conv2dProblem p = Conv2dProblem::parse(spec);
-    const Support s = a.can_implement(p, cfg);
-    EXPECT_TRUE(s) << spec << ": " << s.reason;
-    if (!s) continue;
-    for (const std::string& v : a.variants(p, cfg)) {
-      ckt::EpilogueSpec es;
-      es.bias = turn % 4 != 0;
-      es.residual = turn % 3 == 0;
-      es.residual_aliases_dst = es.residual && turn % 2 == 0;
-      if (fill == ckt::Fill::small_ints) {
-        es.activation = turn % 3 == 0 ? Activation::none : turn % 3 == 1 ? Activation::relu : Activation::relu6;
-        es.alpha = turn % 5 == 4 ? 2.0f : 1.0f;
-        es.beta = turn % 7 == 6 ? -1.0f : 1.0f;
-      } else {
-        es.activation = static_cast<Activation>(turn % 8);
-        es.alpha = turn % 5 == 4 ? 0.75f : 1.0f;
-        es.beta = turn % 7 == 6 ? 0.5f : 1.0f;
-      }
-      ++turn;
-      const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, fill);
-      const ckt::Verdict verdict =
-          ckt::check_variant(a, c, v, ckt::reference(c).memory_order(), bound, fill == ckt::Fill::small_ints);
-      EXPECT_TRUE(verdict.ok) << "variant " << v << ": " << verdict.message;
-      ++ran;
-    }
-  }
-  return ran;
-}
-
 TEST(CudaPointwiseMma, BitEqualToReferenceOnSmallIntegersEveryVariant) {
   const Algorithm* a = pointwise();
   if (a == nullptr) GTEST_SKIP() << "cuda_pointwise_mma is not in this build";
   CKT_REQUIRE_USABLE(*a);
-  for (DType dt : {DType::f16, DType::bf16}) EXPECT_GE(check_all(*a, dt, ckt::Fill::small_ints, 1e-5, 100), 30);
+  for (DType dt : {DType::f16, DType::bf16})
+    EXPECT_GE(ckt::check_nhwc_sweep(*a, kSpecs, dt, ckt::Fill::small_ints, 1e-5, 100,
+                                    /*every_variant=*/true), 30);
 }
 
 TEST(CudaPointwiseMma, GaussianWithinBoundEveryActivationEveryVariant) {
   const Algorithm* a = pointwise();
   if (a == nullptr) GTEST_SKIP() << "cuda_pointwise_mma is not in this build";
   CKT_REQUIRE_USABLE(*a);
-  for (DType dt : {DType::f16, DType::bf16}) EXPECT_GE(check_all(*a, dt, ckt::Fill::gaussian, 1e-2, 500), 30);
+  for (DType dt : {DType::f16, DType::bf16})
+    EXPECT_GE(ckt::check_nhwc_sweep(*a, kSpecs, dt, ckt::Fill::gaussian, 1e-2, 500,
+                                    /*every_variant=*/true), 30);
 }
 
 TEST(CudaPointwiseMma, EmptyBatchWritesNothing) {

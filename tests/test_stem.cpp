@@ -31,44 +31,13 @@ const Algorithm* stem() { return find_algorithm("cuda_stem_mma"); }
 
 const ConvConfig kBf16{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
 
-// Every spec in `dt`, rotating through the epilogues; returns the runs.
-int check_all(const Algorithm& a, DType dt, ckt::Fill fill, double bound, uint32_t seed) {
-  int ran = 0, turn = 0;
-  const ConvConfig cfg{dt, Layout::nhwc, Device::cuda, MathMode::strict};
-  for (const char* spec : kSpecs) {
-    const Conv2dProblem p = Conv2dProblem::parse(spec);
-    const Support s = a.can_implement(p, cfg);
-    EXPECT_TRUE(s) << spec << ": " << s.reason;
-    if (!s) continue;
-    ckt::EpilogueSpec es;
-    es.bias = turn % 4 != 0;
-    es.residual = turn % 3 == 0;
-    es.residual_aliases_dst = es.residual && turn % 2 == 0;
-    if (fill == ckt::Fill::small_ints) {
-      es.activation = turn % 3 == 0 ? Activation::none : turn % 3 == 1 ? Activation::relu : Activation::relu6;
-      es.alpha = turn % 5 == 4 ? 2.0f : 1.0f;
-      es.beta = turn % 7 == 6 ? -1.0f : 1.0f;
-    } else {
-      es.activation = static_cast<Activation>(turn % 8);
-      es.alpha = turn % 5 == 4 ? 0.75f : 1.0f;
-      es.beta = turn % 7 == 6 ? 0.5f : 1.0f;
-    }
-    ++turn;
-    const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, fill);
-    const ckt::Verdict verdict =
-        ckt::check_variant(a, c, "", ckt::reference(c).memory_order(), bound, fill == ckt::Fill::small_ints);
-    EXPECT_TRUE(verdict.ok) << spec << ": " << verdict.message;
-    ++ran;
-  }
-  return ran;
-}
-
 TEST(CudaStemMma, BitEqualToReferenceOnSmallIntegers) {
   const Algorithm* a = stem();
   if (a == nullptr) GTEST_SKIP() << "cuda_stem_mma is not in this build";
   CKT_REQUIRE_USABLE(*a);
   for (DType dt : {DType::f16, DType::bf16})
-    EXPECT_EQ(check_all(*a, dt, ckt::Fill::small_ints, 1e-5, 100), int(std::size(kSpecs)));
+    EXPECT_EQ(ckt::check_nhwc_sweep(*a, kSpecs, dt, ckt::Fill::small_ints, 1e-5, 100, /*every_variant=*/false),
+              int(std::size(kSpecs)));
 }
 
 TEST(CudaStemMma, GaussianWithinBoundEveryActivation) {
@@ -76,7 +45,8 @@ TEST(CudaStemMma, GaussianWithinBoundEveryActivation) {
   if (a == nullptr) GTEST_SKIP() << "cuda_stem_mma is not in this build";
   CKT_REQUIRE_USABLE(*a);
   for (DType dt : {DType::f16, DType::bf16})
-    EXPECT_EQ(check_all(*a, dt, ckt::Fill::gaussian, 1e-2, 500), int(std::size(kSpecs)));
+    EXPECT_EQ(ckt::check_nhwc_sweep(*a, kSpecs, dt, ckt::Fill::gaussian, 1e-2, 500, /*every_variant=*/false),
+              int(std::size(kSpecs)));
 }
 
 // A unit holds two taps; with odd S the last tap of a row reads a one-pixel unit, so a pixel just right of a

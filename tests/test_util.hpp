@@ -219,6 +219,17 @@ inline EpilogueSpec varied_epilogue(uint32_t seed, int act, bool small_integers)
   return es;
 }
 
+// The e-th of the three epilogues an exact sweep runs each problem with (e = 0, 1, 2): none; bias and relu;
+// bias, relu6 and a residual (in place when `seed` is even).
+inline EpilogueSpec exact_epilogue(int e, uint32_t seed) {
+  EpilogueSpec es;
+  es.bias = e >= 1;
+  es.activation = e == 1 ? Activation::relu : e == 2 ? Activation::relu6 : Activation::none;
+  es.residual = e == 2;
+  es.residual_aliases_dst = e == 2 && (seed % 2 == 0);
+  return es;
+}
+
 enum class Fill { gaussian, small_ints };
 
 // One fully specified test case with its host data.
@@ -455,6 +466,40 @@ inline Verdict check_variant(const Algorithm& a, const Case& c, const std::strin
   RunOpts o;
   o.variant = variant;
   return check_output(a, c, run_case(a, c, o), want, bound, exact);
+}
+
+// The epilogue of the `turn`-th run of a sweep: varied_epilogue's bias, residual and activation, turned by
+// `turn`, with alpha and beta off 1 on some turns (2 and -1 on small integers, so that sums stay exact; 0.75
+// and 0.5 on Gaussian data).
+inline EpilogueSpec rotating_epilogue(int turn, bool small_integers) {
+  EpilogueSpec es = varied_epilogue(uint32_t(turn), turn, small_integers);
+  es.alpha = turn % 5 == 4 ? (small_integers ? 2.0f : 0.75f) : 1.0f;
+  es.beta = turn % 7 == 6 ? (small_integers ? -1.0f : 0.5f) : 1.0f;
+  return es;
+}
+
+// Runs `a` on each spec in `dt`, NHWC on the GPU: every variant of it when `every_variant`, else the
+// heuristic's; the epilogue turns run by run (rotating_epilogue). Every spec must be one `a` implements.
+// Small integers: bit-equal to cpu_ref; Gaussian data: within `bound`. Returns how many runs there were.
+template <size_t N>
+int check_nhwc_sweep(const Algorithm& a, const char* const (&specs)[N], DType dt, Fill fill, double bound,
+                     uint32_t seed, bool every_variant) {
+  int ran = 0;
+  const bool exact = fill == Fill::small_ints;
+  const ConvConfig cfg{dt, Layout::nhwc, Device::cuda, MathMode::strict};
+  for (const char* spec : specs) {
+    const Conv2dProblem p = Conv2dProblem::parse(spec);
+    const Support s = a.can_implement(p, cfg);
+    EXPECT_TRUE(s) << spec << ": " << s.reason;
+    if (!s) continue;
+    for (const std::string& v : every_variant ? a.variants(p, cfg) : std::vector<std::string>{""}) {
+      const Case c = make_case(p, cfg, rotating_epilogue(ran, exact), ++seed, fill);
+      const Verdict verdict = check_variant(a, c, v, reference(c).memory_order(), bound, exact);
+      EXPECT_TRUE(verdict.ok) << spec << (v.empty() ? "" : " variant " + v) << ": " << verdict.message;
+      ++ran;
+    }
+  }
+  return ran;
 }
 
 inline std::string npy_shape(const std::vector<int64_t>& shape) {
