@@ -3,7 +3,8 @@
 # compute-sanitizer memcheck and racecheck on them, the extension, then scripts/bench_pointwise.py (every
 # 1x1 layer of ConvNeXt-T and MobileNetV2 with its epilogue) with ALGOS as its columns.
 # scripts/gpu_pointwise.sh OUTDIR [BUILD_DIR]; NCU_PROBLEM=<spec> adds one Nsight Compute profile of the kernel,
-# SANITIZERS="" skips compute-sanitizer, PYTHON=0 the extension and the benchmark.
+# SANITIZERS="" skips compute-sanitizer, PYTHON=0 the extension and the benchmark; TEST_FILTER, SAN_FILTER,
+# MODELS and ALGOS replace the tests, the sanitized tests, the benchmark's models and its columns.
 set -u -o pipefail
 OUT=${1:?OUTDIR}; BUILD=${2:-build-gpu}
 cd "$(dirname "$0")/.." || exit 2
@@ -27,7 +28,8 @@ done
 if [ "${PYTHON:-1}" = 1 ]; then
   env CONVKIT_CMAKE_BUILD_DIR="$PWD/$BUILD" TORCH_CUDA_ARCH_LIST=9.0 CONVKIT_ENABLE_CUDA=1 CONVKIT_BUILD_JOBS="$(nproc)" \
     python3 -m pip install --no-build-isolation --no-deps -q ./python >"$OUT/pip.log" 2>&1 || { echo "pip FAILED"; tail -20 "$OUT/pip.log"; exit 1; }
-  timeout ${BENCH_S:-300} python3 scripts/bench_pointwise.py --algos "${ALGOS:-auto,cuda_igemm_mma,cuda_pointwise_mma}" \
+  timeout ${BENCH_S:-300} python3 scripts/bench_pointwise.py --models "${MODELS:-convnext_tiny,mobilenet_v2}" \
+    --algos "${ALGOS:-auto,cuda_igemm_mma,cuda_pointwise_mma}" \
     --json "$OUT/pointwise.json" >"$OUT/pointwise.md" 2>&1 || rc=1
   cat "$OUT/pointwise.md"
 fi
