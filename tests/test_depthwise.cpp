@@ -303,15 +303,13 @@ TEST(CudaDepthwise, NchwTmaKernelEveryVariant) {
   }
 }
 
-// The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): on a
-// device with the copy engine (compute capability 9.0) the TMA kernel's whole pixels up to 256 channels (16-bit
-// 3x3 at any C, in parts past 256; at
-// 7x7 stride 1 from 14 columns at any C, with one channel a lane and 4 x 4 outputs a thread: /px/c1), and
-// past them its chunks at 3x3 stride 1, 3x3 stride 2 on outputs of 14 columns or fewer, 16-bit 5x5 and 7x7
-// from 28 columns; elsewhere, and on other machines, the
-// rows kernel at stride 2 and on images of 28 columns or more, the window kernel on smaller ones, the column
-// kernel at f32 3x3 stride 2 and where neither applies, the tensor-core kernel where only the general one
-// would (16-bit, stride 3), the general kernel where none does.
+// The heuristic's kernel for the common NHWC layers (the rule at heuristic_kernel in depthwise.cu): on a device with
+// the copy engine (compute capability 9.0) the TMA kernel's whole pixels up to 256 channels (16-bit 3x3 at any C, in
+// parts past 256; at 7x7 stride 1 from 14 columns at any C, with one channel a lane and 4 x 4 outputs a thread:
+// /px/c1), and past them its chunks at 3x3 stride 1, 3x3 stride 2 on outputs of 14 columns or fewer, 16-bit 5x5 and
+// 7x7 from 28 columns; elsewhere, and on other machines, the rows kernel at stride 2 and on images of 28 columns or
+// more, the window kernel on smaller ones, the column kernel at f32 3x3 stride 2 and where neither applies, the
+// tensor-core kernel where only the general one would (16-bit, stride 3), the general kernel where none does.
 TEST(CudaDepthwise, TheHeuristicsKernelForCommonNhwcLayers) {
   const Algorithm* a = gpu_depthwise();
   if (a == nullptr) GTEST_SKIP() << "cuda_depthwise is not in this build";

@@ -1081,9 +1081,10 @@ constexpr RowsChoice kRowsChoices[] = {{256, 1}, {256, 2}, {256, 3}, {128, 1}, {
 // /px's 0.0621, 192@28 0.0312 against 0.0357, 384@14 0.0257 against 0.0260.
 // 2026-12-05 (MobileNetV2's bf16 3x3 layers past 256 channels, an H100): whole pixels in parts of C there too,
 // where the chunks had tied before: 384@14 0.0118 ms against the chunks' 0.0126 (cuDNN 0.0125), 576@14 0.0136
-// against 0.0141 (0.0145), 576@14 stride 2 0.0099 against 0.0108 (0.0123), 960@7 0.0093 against 0.0095; with the
-// rule (another H100): EfficientNet-B0's 480@14 0.0123 against /c2's 0.0127 (0.0142), 1152@7 0.0095 against
-// the chunks' 0.0103 (0.0114), 576@14 0.0131 against 0.0151; 960@7 0.0101 against 0.0093, the one loss.
+// against 0.0141 (0.0145), 576@14 stride 2 0.0099 against 0.0108 (0.0123), 960@7 0.0093 against 0.0095.
+// 2026-12-06, with the rule (another H100): EfficientNet-B0's 480@14 0.0123 against /c2's 0.0127 (0.0142),
+// 1152@7 0.0095 against the chunks' 0.0103 (0.0114), 576@14 0.0131 against 0.0151; 960@7 0.0101 against
+// 0.0093, the one loss.
 constexpr TmaChoice kTmaPixels{256, 2, 0, 1}, kTmaPixelsC1{256, 2, 1, 1};
 TmaChoice tma_pixels_choice(const Conv2dProblem& pb, const ConvConfig& cfg) {
   if (pb.r == 7 && pb.stride_h == 1 && pb.q() >= 14 && tma_take(pb, cfg, kTmaPixelsC1)) return kTmaPixelsC1;
