@@ -222,9 +222,11 @@ TEST(PlannerGpu, TheHeuristicPassesOverWhatItShouldNotChoose) {
   EXPECT_EQ(plan(Conv2dProblem::parse("n2c64h14w14k128r3s3p1g16"), cfg).algorithm->name(), "cuda_grouped");
 }
 
-// The 1x1 rule: cuda_pointwise_mma for C <= 192 with a SiLU or sigmoid epilogue (widening or not); with any
-// other activation, or above C = 192, the heuristic passes it over for the implicit GEMMs and its verdict says
-// why; by name it still runs there.
+// The 1x1 rule: cuda_pointwise_mma with a SiLU or sigmoid epilogue for C <= 32 (widening or not) where
+// cuda_igemm_wgmma has no exact-width tile, and for C <= 192 on one-pixel images (squeeze-excitation); with
+// any other activation, where an exact-width tile runs (its variant checked), from C = 40 on larger images,
+// or above C = 192, the heuristic passes it over for the implicit GEMMs and its verdict says why; by name it
+// still runs there.
 TEST(PlannerGpu, OneByOneLayersOfFewChannelsWithSiluGoToThePointwiseKernel) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   const Algorithm* pw = find_algorithm("cuda_pointwise_mma");
@@ -234,7 +236,7 @@ TEST(PlannerGpu, OneByOneLayersOfFewChannelsWithSiluGoToThePointwiseKernel) {
   silu.activation = Activation::silu;
   sigmoid.activation = Activation::sigmoid;
   relu6.activation = Activation::relu6;
-  for (const char* spec : {"n2c16h28w28k96r1s1", "n2c96h14w14k384r1s1", "n2c144h14w14k24r1s1"}) {
+  for (const char* spec : {"n2c16h28w28k192r1s1", "n2c24h28w28k128r1s1", "n32c144h1w1k8r1s1", "n32c8h1w1k144r1s1"}) {
     const Conv2dProblem p = Conv2dProblem::parse(spec);
     EXPECT_EQ(plan(p, cfg, silu).algorithm, pw) << spec;
     EXPECT_EQ(plan(p, cfg, sigmoid).algorithm, pw) << spec;
@@ -247,6 +249,42 @@ TEST(PlannerGpu, OneByOneLayersOfFewChannelsWithSiluGoToThePointwiseKernel) {
           << verdict_of(pl, "cuda_pointwise_mma")->answer;
     }
   }
+  for (const char* spec : {"n2c40h28w28k240r1s1", "n2c144h14w14k40r1s1"}) {
+    const Plan pl = plan(Conv2dProblem::parse(spec), cfg, silu);
+    ASSERT_NE(pl.algorithm, nullptr) << spec;
+    EXPECT_NE(pl.algorithm, pw) << spec;
+    ASSERT_NE(verdict_of(pl, "cuda_pointwise_mma"), nullptr);
+    EXPECT_NE(verdict_of(pl, "cuda_pointwise_mma")->answer.find("C > 32"), std::string::npos)
+        << verdict_of(pl, "cuda_pointwise_mma")->answer;
+  }
+  // The exact-width tiles: the narrowest that holds K, on the heuristic's plan.
+  const Algorithm* wgmma = find_algorithm("cuda_igemm_wgmma");
+  const std::pair<const char*, const char*> exact[] = {{"n32c16h28w28k96r1s1", "128x96w12s4p/k1"},
+                                                       {"n32c24h28w28k144r1s1", "128x144w12s3p/k1"},
+                                                       {"n32c144h14w14k24r1s1", "128x32w12s6p/k1"},
+                                                       {"n32c32h14w14k16r1s1", "128x32w12s6p/k1"}};
+  for (const auto& [spec, tile] : exact) {
+    const Conv2dProblem p = Conv2dProblem::parse(spec);
+    const Plan pl = plan(p, cfg, silu);
+    ASSERT_NE(pl.algorithm, nullptr) << spec;
+    EXPECT_NE(pl.algorithm, pw) << spec;
+    ASSERT_NE(verdict_of(pl, "cuda_pointwise_mma"), nullptr);
+    EXPECT_NE(verdict_of(pl, "cuda_pointwise_mma")->answer.find("exact-width"), std::string::npos)
+        << verdict_of(pl, "cuda_pointwise_mma")->answer;
+    if (wgmma != nullptr && wgmma->available() && wgmma->can_implement(p, cfg)) {
+      EXPECT_EQ(pl.algorithm, wgmma) << spec;
+      EXPECT_EQ(wgmma->variants(p, cfg).front(), tile) << spec;
+    }
+  }
+  // Deeper, or between the exact widths: the wave model's tiles.
+  if (wgmma != nullptr && wgmma->available())
+    for (const char* spec : {"n32c144h14w14k40r1s1", "n32c16h28w28k64r1s1", "n32c256h14w14k32r1s1"}) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      if (!wgmma->can_implement(p, cfg)) continue;
+      const std::string v = wgmma->variants(p, cfg).front();
+      for (const char* tile : {"128x32w", "128x96w", "128x144w"})
+        EXPECT_EQ(v.find(tile), std::string::npos) << spec << ": " << v;
+    }
   const Conv2dProblem wide = Conv2dProblem::parse("n2c384h14w14k1536r1s1");
   const Plan pl = plan(wide, cfg, silu);
   ASSERT_NE(pl.algorithm, nullptr);

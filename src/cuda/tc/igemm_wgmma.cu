@@ -294,9 +294,10 @@ int blocks_per_sm_of_tile() {
 }
 
 constexpr int kNumGatherTiles = 8;  // the first tiles of the table: the gathering kernel's
-constexpr int kNumTiles = 13;       // then the warp-specialized and persistent kernels' (activations by TMA only)
+constexpr int kNumTiles = 16;       // then the warp-specialized and persistent kernels' (activations by TMA only)
+constexpr int kNumExtraTiles = 5;   // the table's last entries, extra_tile(0..4)
 // The tiles of T's table: after the gathering and warp-specialized ones, 128x256 warp-specialized for tf32,
-// the two persistent tiles for 16-bit types.
+// the persistent tiles for 16-bit types.
 // NOTE: 128x256 warp-specialized in 16-bit types spilled 32 bytes (the short epilogue's registers on top of
 // 128 accumulators within 168 registers), as did 256x128 (640 threads: at most 96 registers each); neither
 // is built. A persistent 64x64 tile with 4 stages at two blocks an SM (83 KB, 123 registers) ran the 1x1
@@ -304,21 +305,31 @@ constexpr int kNumTiles = 13;       // then the warp-specialized and persistent 
 // 16 -> 96 on 112x112, where its second column tile is half empty), so it is not built either.
 template <typename T>
 constexpr int num_tiles() {
-  return std::is_same_v<T, float> ? kNumTiles - 1 : kNumTiles;
+  return std::is_same_v<T, float> ? kNumTiles - kNumExtraTiles + 1 : kNumTiles;
 }
-// The table's last two entries: (tf32) 128x256 warp-specialized and a copy of it, never offered; (16-bit)
-// the persistent tiles, a wave being one tile per SM.
+// The table's last entries: (tf32) 128x256 warp-specialized and copies of it, never offered; (16-bit) the
+// persistent tiles, a wave being one tile per SM.
 // NOTE: the persistent tiles' costs are a least-squares fit (relative error) to `convkit tune --verbose` on
 // bf16 ResNet-50 (H200, 2026-11-30, 2026-11-30, commit 2b689a8; median error 6-10%); with them the picks are within 1.4%
 // of the best measured variant (geomean; the picks without these tiles: 15% slower than that best).
 template <typename T>
 Tile extra_tile(int i) {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
     return {128, 256, 12, 7.51, 0.89 * 0.8, launch_tile<T, 128, 256, 4, true>, blocks_per_sm_of_tile<T, 128, 256, 4, true>, 4};
-  else if (i == 0)
-    return {128, 128, 12, 2.03, 0.518, launch_persistent_tile<T, 128, 128, 4>, one_block_per_sm, 4, true};
-  else
-    return {128, 64, 12, 0.99, 0.397, launch_persistent_tile<T, 128, 64, 6>, one_block_per_sm, 6, true};
+  } else {
+    if (i == 0) return {128, 128, 12, 2.03, 0.518, launch_persistent_tile<T, 128, 128, 4>, one_block_per_sm, 4, true};
+    if (i == 1) return {128, 64, 12, 0.99, 0.397, launch_persistent_tile<T, 128, 64, 6>, one_block_per_sm, 6, true};
+    // Tiles as wide as a 1x1 layer's whole K (32: K = 16, 24, 32; 96; 144), so that no column past K is
+    // multiplied, activated and staged (a 128-wide tile at K = 96 spends a quarter of its epilogue on nothing;
+    // two at K = 144, 44%), and the pixels are read once. They run only where they are the one column tile
+    // (for_each_plan). (192 columns spilled 28 bytes at 96 accumulators; K = 192 is three 128x64 tiles.)
+    // Their costs are ones the wave model never prefers: exact_width_plan picks them by a rule, where
+    // they were measured; elsewhere only a named variant (or the tuner) runs them.
+    constexpr double kUnmeasured = 1e6;
+    if (i == 2) return {128, 32, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 32, 6>, one_block_per_sm, 6, true};
+    if (i == 3) return {128, 96, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 96, 4>, one_block_per_sm, 4, true};
+    return {128, 144, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 144, 3>, one_block_per_sm, 3, true};
+  }
 }
 
 // The variant -> kernel table, row by row (the variant is the name then /k<splits>; kernels' template
@@ -337,6 +348,9 @@ Tile extra_tile(int i) {
 //   128x256w12s4   igemm_wgmma_ws_kernel<float, 128, 256, 4>      (tf32 only; extra_tile)
 //   128x128w12s4p  igemm_wgmma_persistent_kernel<T, 128, 128, 4>  igemm_wgmma_persistent.cuh (16-bit only)
 //   128x64w12s6p   igemm_wgmma_persistent_kernel<T, 128, 64, 6>   (16-bit only)
+//   128x32w12s6p   igemm_wgmma_persistent_kernel<T, 128, 32, 6>   (16-bit only; K <= 32)
+//   128x96w12s4p   igemm_wgmma_persistent_kernel<T, 128, 96, 4>   (16-bit only; K <= 96)
+//   128x144w12s3p  igemm_wgmma_persistent_kernel<T, 128, 144, 3>  (16-bit only; K <= 144)
 template <typename T>
 const std::array<Tile, kNumTiles>& tiles() {
   // 1, 2 or 4 warpgroups of 64 rows. 4 stages: one block per SM (128x256, 256x128, 128x128), two (128x64,
@@ -371,8 +385,7 @@ const std::array<Tile, kNumTiles>& tiles() {
       {128, 64, 12, 2.69, 0.420 * kWsTf32, launch_tile<T, 128, 64, 8, true>, blocks_per_sm_of_tile<T, 128, 64, 8, true>, 8},
       {128, 128, 12, 5.03, 0.495 * kWsTf32, launch_tile<T, 128, 128, 6, true>, blocks_per_sm_of_tile<T, 128, 128, 6, true>, 6},
       {128, 64, 12, 3.66, 0.687 * kWsTf32, launch_tile<T, 128, 64, 4, true>, blocks_per_sm_of_tile<T, 128, 64, 4, true>, 4},
-      extra_tile<T>(0),
-      extra_tile<T>(1),
+      extra_tile<T>(0), extra_tile<T>(1), extra_tile<T>(2), extra_tile<T>(3), extra_tile<T>(4),
   }};
   return t;
 }
@@ -400,10 +413,35 @@ TileSet tile_set(bool ws) {
           260.0, 8.7, 100.0, 12.0, 0.1};
 }
 
+// The heuristic's plan: the wave model's pick, except where exact_width_tile_wins() (tc_plan.cuh) says an
+// exact-width persistent tile runs instead, the narrowest that holds every column. Measured on an H100
+// (2026-12-06, bf16 batch 32, scripts/bench_pointwise.py over MobileNetV2's and EfficientNet-B0's 1x1
+// layers, L2 flushed; ms, the wave model's pick in brackets):
+//   at most 32 columns, 128x32: 32 -> 16 at 112x112 0.0502 (0.0548), 96 -> 24 at 56x56 0.0236 (0.0259),
+//     144 -> 24 at 56x56 0.0282 (0.0307), 192 -> 32 at 28x28 0.0127 (0.0140): every such layer 6-11% faster;
+//   a depth of at most 32: 16 -> 96 at 112x112 0.0621 (0.0680; 0.0728 against cuda_pointwise_mma's 0.0892
+//     with SiLU) on 128x96, 24 -> 144 at 56x56 0.0398 (0.0533; 0.0418 against 0.0489 with SiLU) on 128x144.
+// On deeper layers of 40 to 144 columns they lost 3-40% (144 -> 40, 240 -> 80, 480 -> 112, 576 -> 96: a
+// long k loop on one block an SM, where the wave model's tiles keep two).
+Plan exact_width_plan(const TileSet& ts, const Shape& s, int sms, Plan best) {
+  if (!exact_width_tile_wins(s.es, s.G, s.k, s.n)) return best;
+  Plan exact;  // (for_each_plan offers these only where they hold every column)
+  for_each_plan(ts, s, sms, [&](const Plan& p) {
+    if (p.tile->persistent && p.tile->bn % 64 != 0 && (exact.tile == nullptr || p.tile->bn < exact.tile->bn)) exact = p;
+  });
+  return exact.tile != nullptr ? exact : best;
+}
+template <typename T>
+Plan choose_wgmma_plan(bool ws, const Shape& s, int sms, const std::string& variant) {
+  const TileSet ts = tile_set<T>(ws);
+  const Plan p = choose_plan(ts, s, sms, variant);
+  if (!variant.empty() || env_override(ts.env) != nullptr) return p;  // (a named or forced variant)
+  return exact_width_plan(ts, s, sms, p);
+}
 Plan plan_uncached(DType dt, const Shape& s, bool ws, int sms, const std::string& variant) {
   switch (dt) {
-    case DType::f16: return choose_plan(tile_set<__half>(ws), s, sms, variant);
-    case DType::bf16: return choose_plan(tile_set<__nv_bfloat16>(ws), s, sms, variant);
+    case DType::f16: return choose_wgmma_plan<__half>(ws, s, sms, variant);
+    case DType::bf16: return choose_wgmma_plan<__nv_bfloat16>(ws, s, sms, variant);
     case DType::f32: break;
   }
   return choose_plan(tile_set<float>(ws), s, sms, variant);

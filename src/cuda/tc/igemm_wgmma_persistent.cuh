@@ -23,6 +23,9 @@ namespace {
 // read it (bulk wait_group.read 1, at the tile's start: in practice long done).
 // Why: the 1x1 layers that widen the channels are output-bound (1x1 64->256 at 56x56 writes 4x what it
 // reads), and the other kernels' blocks each stop for their epilogue's stores: 0.52x cuDNN there.
+// Tiles of 32, 96 and 144 columns (n32 and n48 wgmma blocks) cover a narrow layer's whole K in one column
+// tile, so no column past K is multiplied, activated or staged: bf16 batch 32, H100, 1x1 24 -> 144 at 56x56
+// + ReLU6 0.0398 ms on 128x144 against 0.0533 on the wave model's tile (docs/perf.md, 2026-12-06).
 // Scope: 16-bit types, one group, no split-K (the planner offers its tiles only then); per-sample weights
 // too (the tiles of image b after those of image b-1; the output map is 3-D, [N][P*Q][K], so that a tile's
 // rows past its image are clipped). Epilogues (out_mode, chosen per launch: persistent_out_mode):
@@ -33,9 +36,17 @@ namespace {
 //  - 0, the general epilogue (an output or residual the tensor maps cannot describe: not 16-byte aligned,
 //    K % 8 != 0): fp32 staged in the warpgroup's staging area, stored by the threads
 //    (store_output_tile), as the other kernels do.
+// The TMA store boxes of a tile row: 64 columns (128 bytes) each; a tile of 32, 96 or 144 columns has a last
+// box reaching past its own columns, so such a tile runs only where it is the one column tile (K <= BN:
+// for_each_plan), the columns past K being clipped by the tensor map.
+constexpr int persistent_boxes(int bn) { return (bn + 63) / 64; }
+// The wgmma shape a tile's columns are multiplied in: n = BN for 64 and 128; 96 and 144 as n48 blocks, 32 as
+// n32.
+constexpr int persistent_wn(int bn) { return bn % 64 == 0 ? bn : bn % 48 == 0 ? 48 : 32; }
 template <int BN>
 constexpr int persistent_staging_bytes() {  // one consumer warpgroup's: 64 rows
-  return std::max(2 * 64 * BN * 2, 64 * (BN + 8) * 4);  // two 16-bit buffers, or the general epilogue's fp32 rows
+  // two 16-bit buffers of whole boxes, or the general epilogue's fp32 rows
+  return std::max(2 * persistent_boxes(BN) * 64 * 128, 64 * (BN + 8) * 4);
 }
 template <int BM, int BN, int ST>
 constexpr int persistent_smem_bytes() {  // + full, empty and (two per warpgroup) residual mbarriers
@@ -49,14 +60,16 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
                                   const __grid_constant__ CUtensorMap rmap, const int out_mode) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(sizeof(T) == 2, "16-bit types (the TMA store's boxes are 64 elements of 128 bytes)");
-  static_assert(BN == 64 || BN == 128, "one wgmma n block");
+  constexpr int WN = persistent_wn(BN), NB = BN / WN;  // the tile's columns as NB wgmma blocks of WN
+  static_assert(BN % WN == 0 && BN <= 144, "whole wgmma n blocks, up to 144 columns (72 accumulators)");
   constexpr int kThreads = BM / 64 * 128;  // the consumers; the producer warpgroup is tid kThreads..+127
   constexpr int kConsumerWarps = kThreads / 32;
   constexpr int kBke = bke_of(2);
   constexpr int kAStage = BM * kRowBytes, kStageBytes = (BM + BN) * kRowBytes;
   constexpr int kStaging = persistent_staging_bytes<BN>();
   constexpr int kBox = 64 * 128;  // one TMA store box: 64 rows x 64 16-bit columns
-  constexpr int kBuf = BN / 64 * kBox;  // one staging buffer: 64 rows x BN
+  constexpr int kBoxes = persistent_boxes(BN);
+  constexpr int kBuf = kBoxes * kBox;  // one staging buffer: 64 rows x BN (in whole boxes)
   static_assert(kStaging % kAtomBytes == 0 && 2 * kBuf <= kStaging, "two buffers per staging area, atom-aligned");
 
   extern __shared__ unsigned char smem_raw[];
@@ -152,23 +165,26 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
       if (out_mode == 2) {
         mbar_arrive_expect_tx(rbar, uint32_t(kBuf));
 #pragma unroll
-        for (int box = 0; box < BN / 64; ++box) tma_load_3d(buf + box * kBox, &rmap, n_block + box * 64, row0, b, rbar);
+        for (int box = 0; box < kBoxes; ++box) tma_load_3d(buf + box * kBox, &rmap, n_block + box * 64, row0, b, rbar);
       }
     }
-    float acc[1][BN / 2];
+    // The accumulators as NB blocks of WN columns; in the epilogue one run of BN / 2 (block nb's fragment j
+    // is column block nb * WN / 8 + j of the tile: the same order).
+    float acc_blocks[NB][WN / 2];
+    float(&acc)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc_blocks[0][0]);
 #pragma unroll
-    for (int e = 0; e < BN / 2; ++e) acc[0][e] = 0.0f;
+    for (int e = 0; e < BN / 2; ++e) acc[e] = 0.0f;
     int kt = 0, prev = 0;
     do {  // (nk >= 1; a do-while, as in the warp-specialized kernel)
       const uint32_t sA = smem_base + slot * kStageBytes;
       mbar_wait(full + 8 * slot, phase);
-      multiply_stage<T, BN, 1>(acc, smem_desc(sA + a_wg), smem_desc(sA + kAStage));
+      multiply_stage<T, WN, NB>(acc_blocks, smem_desc(sA + a_wg), smem_desc(sA + kAStage));
       mbar_arrive_if(empty + 8 * prev, kt > 0 && lane == 0);  // (the stage before has retired)
       prev = slot;
       next_slot();
     } while (++kt < nk);
     wgmma_wait<0>();
-    fence_accumulators(acc[0]);
+    fence_accumulators(acc);
     mbar_arrive_if(empty + 8 * prev, lane == 0);
 
     if (out_mode > 0) {
@@ -184,7 +200,7 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
       // 0.933 ms of GPU time; 16 -> 96 at 112x112 0.067 -> 0.148 ms).
       if (a.alpha != 1.0f) {
 #pragma unroll
-        for (int e = 0; e < BN / 2; ++e) acc[0][e] *= a.alpha;  // (apply_epilogue: alpha * conv, then the rest)
+        for (int e = 0; e < BN / 2; ++e) acc[e] *= a.alpha;  // (apply_epilogue: alpha * conv, then the rest)
       }
       // Row r of a box is 128 bytes, its chunk c at ((c ^ r % 8) << 4): this thread's chunk address is
       // row_addr ^ (c << 4), row_addr holding r % 8 = gq in bits 4-6 and the thread's column pair in bits 2-3.
@@ -203,8 +219,8 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
             bj = unpack2<T>(*reinterpret_cast<const uint32_t*>(bias_row + j * 8));
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            float& y0 = acc[0][4 * j + 2 * h];
-            float& y1 = acc[0][4 * j + 2 * h + 1];
+            float& y0 = acc[4 * j + 2 * h];
+            float& y1 = acc[4 * j + 2 * h + 1];
             y0 += bj.x, y1 += bj.y;
             if constexpr (decltype(with_residual)::value) {
               const float2 r = unpack2<T>(lds32(pair_addr(j, h)));
@@ -217,16 +233,16 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
         add_bias_residual(std::true_type{});
       else
         add_bias_residual(std::false_type{});
-      activate_all<BN / 2>(a.act, acc[0]);
+      activate_all<BN / 2>(a.act, acc);
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) sts32(pair_addr(j, h), pack2<T>(acc[0][4 * j + 2 * h], acc[0][4 * j + 2 * h + 1]));
+        for (int h = 0; h < 2; ++h) sts32(pair_addr(j, h), pack2<T>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
       fence_proxy_async();  // (the writes, visible to the TMA)
       named_barrier(1 + wg, 128);
       if (lt == 0) {
 #pragma unroll
-        for (int box = 0; box < BN / 64; ++box)
+        for (int box = 0; box < kBoxes; ++box)
           if (n_block + box * 64 < a.K) tma_store_3d(&omap, buf + box * kBox, n_block + box * 64, row0, b);
         bulk_commit();
       }
@@ -237,8 +253,8 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
         const int col = j * 8 + tq * 2, r = wq * 16 + gq;
-        *reinterpret_cast<float2*>(&ctile[r * CS + col]) = make_float2(acc[0][4 * j], acc[0][4 * j + 1]);
-        *reinterpret_cast<float2*>(&ctile[(r + 8) * CS + col]) = make_float2(acc[0][4 * j + 2], acc[0][4 * j + 3]);
+        *reinterpret_cast<float2*>(&ctile[r * CS + col]) = make_float2(acc[4 * j], acc[4 * j + 1]);
+        *reinterpret_cast<float2*>(&ctile[(r + 8) * CS + col]) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
       }
       named_barrier(1 + wg, 128);
       store_output_tile<T, 64, BN, 128>(a, ctile, CS, m_block + wg * 64, n_block, b, 0, 0, lt, false);

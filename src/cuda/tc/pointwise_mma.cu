@@ -34,6 +34,7 @@
 #include "cuda/common/epilogue.cuh"
 #include "cuda/common/vec.cuh"
 #include "cuda/tc/mma_sync.cuh"
+#include "cuda/tc/tc_plan.cuh"
 
 namespace convkit::detail {
 namespace {
@@ -348,17 +349,25 @@ class CudaPointwiseMma final : public CudaAlgorithm {
       return Support::no("it reads the residual two channels at a time: it must be 4-byte aligned.");
     return Support::yes();
   }
-  // NOTE: where auto picks it: C <= 192 with a SiLU or sigmoid epilogue. In whole models on the H200 (bf16
-  // batch 32, each kernel's time inside the fused model's forward, docs/perf.md 2026-12-04) cuda_igemm_wgmma
-  // was faster on every 1x1 layer of ResNet-50 and MobileNetV2 (ReLU, ReLU6, none: 64 -> 256 at 56x56
-  // 0.044 ms against 0.069, 0.17 ms of ResNet-50's 1.45), but its persistent tiles, one block an SM, are
-  // slow on an activation with an exp and a division: EfficientNet-B0's 24 -> 144 at 56x56 + SiLU took
-  // 0.122 ms there and 0.056 here (0.036 with ReLU6 on either). Above C = 192 it holds fewer blocks an SM.
-  Support heuristic_choice(const Conv2dProblem& pb, const ConvConfig&, const Operands& ops) const override {
+  // NOTE: where auto picks it: a SiLU or sigmoid epilogue on C <= 32 where cuda_igemm_wgmma has no
+  // exact-width tile (exact_width_tile_wins, tc_plan.cuh), and on the one-pixel images of squeeze-excitation
+  // (C <= 192, a few hundred rows). cuda_igemm_wgmma was faster on every other 1x1 layer of ResNet-50,
+  // MobileNetV2 and EfficientNet-B0 (H100, 2026-12-06, alone, L2 flushed: 40 -> 240 at 28x28 + SiLU 0.0195
+  // ms against 0.0230 here, 192 -> 1152 at 7x7 0.0109 against 0.0158; 16 -> 96 at 112x112 on its 128x96
+  // tile 0.0728 against 0.0892). Narrowed from C <= 192 to C <= 32, EfficientNet-B0's fused forward as a
+  // CUDA graph went from 1.321 to 1.290 ms. With C <= 32 and more columns than those tiles take it stays
+  // here (24 -> 144 at 56x56 + SiLU 0.0482 against 0.0556 on the wave model's tile). Above C = 192 it holds
+  // fewer blocks an SM.
+  Support heuristic_choice(const Conv2dProblem& pb, const ConvConfig& cfg, const Operands& ops) const override {
     if (pb.c > 192)
       return Support::no("C > 192: fewer of its blocks fit an SM, and cuda_igemm_wgmma was faster there.");
     if (ops.activation != Activation::silu && ops.activation != Activation::sigmoid)
       return Support::no("cuda_igemm_wgmma was faster on 1x1 layers without a SiLU or sigmoid epilogue.");
+    if (pb.h * pb.w > 1 && pb.c % 8 == 0 &&
+        exact_width_tile_wins(int(dtype_size(cfg.dtype)), pb.groups, pb.gemm_k(), pb.gemm_n()))
+      return Support::no("cuda_igemm_wgmma's exact-width tile was faster here (C <= 32 with K <= 144, or K <= 32).");
+    if (pb.c > 32 && pb.h * pb.w > 1)
+      return Support::no("C > 32 on images of more than one pixel: cuda_igemm_wgmma was faster there.");
     return Support::yes();
   }
   std::vector<std::string> variants(const Conv2dProblem& pb, const ConvConfig& cfg) const override {

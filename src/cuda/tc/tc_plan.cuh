@@ -130,6 +130,9 @@ void for_each_plan(const TileSet& ts, const Shape& s, int sms, F&& f) {
   for (int ti = 0; ti < ts.count; ++ti) {
     const Tile& t = ts.tiles[ti];
     if (t.persistent && s.G != 1) continue;
+    // (a persistent tile whose width is not whole 64-column store boxes writes past its own columns: it may
+    // only be the one column tile, K <= BN, the tensor map clipping the columns past K)
+    if (t.persistent && t.bn % 64 != 0 && s.n > t.bn) continue;
     int last_splits = 0;
     for (int want = 1; want <= (t.persistent ? 1 : kMaxSplits); ++want) {
       const Plan p = evaluate(s, t, want, sms, num_k_tiles, ts);
@@ -141,6 +144,17 @@ void for_each_plan(const TileSet& ts, const Shape& s, int sms, F&& f) {
       f(p);
     }
   }
+}
+
+// Where cuda_igemm_wgmma's heuristic runs one of its exact-width persistent tiles (128x32, 128x96,
+// 128x144) instead of the wave model's pick, having measured them faster there (igemm_wgmma.cu,
+// exact_width_plan): 16-bit, one group, and either at most 32 columns (K/groups) on a GEMM depth (R*S*C/groups)
+// of at most 192, or a depth of at most 32 with at most 144 columns; columns 33-64 and 97-128 keep the whole
+// 128x64 and 128x128 tiles. cuda_pointwise_mma's rule defers to it.
+inline bool exact_width_tile_wins(int es, int64_t groups, int64_t gemm_k, int64_t gemm_n) {
+  if (es != 2 || groups != 1) return false;
+  if (!((gemm_n <= 32 && gemm_k <= 192) || (gemm_k <= 32 && gemm_n <= 144))) return false;
+  return gemm_n <= 32 || (gemm_n > 64 && gemm_n <= 96) || gemm_n > 128;
 }
 
 inline std::vector<Plan> candidate_plans(const TileSet& ts, const Shape& s, int sms) {

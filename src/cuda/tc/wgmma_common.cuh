@@ -42,8 +42,28 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
 // d[4j..4j+3] = (row g, cols 8j+2t, +1) and (row g+8, the same cols), g = lane/4, t = lane%4.
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db);
-// Inline asm names every accumulator register: the operand lists of the three shapes (each extends the one
-// before), and one definition per (type, shape) built from them.
+// Inline asm names every accumulator register: the operand lists of the shapes (64, 128 and 256 each extend
+// the one before), and one definition per (type, shape) built from them.
+// The narrow shapes n32 and n48 (the persistent kernel's tiles of 32, 96 and 144 columns; 16-bit types), each
+// extending a 16-column list.
+#define CK_WGMMA_D16 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define CK_WGMMA_OPS16 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), \
+  "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+#define CK_WGMMA_D32 CK_WGMMA_D16 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define CK_WGMMA_OPS32 \
+  CK_WGMMA_OPS16, \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), \
+  "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define CK_WGMMA_DESC32 "%16, %17"
+#define CK_WGMMA_SCALE32 "%18"
+#define CK_WGMMA_D48 CK_WGMMA_D32 ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define CK_WGMMA_OPS48 \
+  CK_WGMMA_OPS32, \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), \
+  "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+#define CK_WGMMA_DESC48 "%24, %25"
+#define CK_WGMMA_SCALE48 "%26"
 #define CK_WGMMA_D64 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
@@ -131,6 +151,10 @@ CK_WGMMA_RS_TF32(64)
 CK_WGMMA_RS_TF32(128)
 CK_WGMMA_RS_TF32(256)
 
+CK_WGMMA_SS(__half, "f16", 32)
+CK_WGMMA_SS(__nv_bfloat16, "bf16", 32)
+CK_WGMMA_SS(__half, "f16", 48)
+CK_WGMMA_SS(__nv_bfloat16, "bf16", 48)
 CK_WGMMA_SS(__half, "f16", 64)
 CK_WGMMA_SS(__nv_bfloat16, "bf16", 64)
 CK_WGMMA_SS(__half, "f16", 128)
