@@ -19,7 +19,7 @@ what the extension runs where the kernel does not take a layer), each with its r
 --train: one training step (forward, backward, SGD) of the torchvision model at batch 32, bf16 channels_last:
 PyTorch eager, convkit.nn.convert with the gradient kernels, and the same with aten's backward
 (convkit._autograd.BACKWARD = "aten"), each with its median ms; then the same steps in a child process with
-CONVKIT_POINTWISE_DGRAD=gemm (the 1x1 layers' data gradient as one GEMM), compared as torch / convkit ratios. --profile: the same steps under torch.profiler,
+CONVKIT_POINTWISE_DGRAD=gemm (the 1x1 layers' data gradient as one GEMM), compared as torch / convkit ratios (--no-ab: not). --profile: the same steps under torch.profiler,
 the GPU time of each step by kernel family (convkit's kernels, cuDNN/cuBLAS, BatchNorm, the rest), and the host
 events with the most self time (ops and CUDA runtime calls), per step.
 """
@@ -167,6 +167,9 @@ def train_rows(model_name, batch, profile=False, ab_pointwise=True):
     finally:
         convkit._autograd.BACKWARD = saved
     out.append(dict(model=model_name, batch=batch, torch_ms=t_torch, convkit_ms=t_ck, convkit_aten_backward_ms=t_ck_aten))
+    # (at once, on stderr: the A/B child process and the profile that follow may outlast a caller's timeout)
+    print(f"  {model_name} training step: torch {t_torch:.2f} ms, convkit {t_ck:.2f} ms ({t_torch / t_ck:.2f}x), "
+          f"aten's backward {t_ck_aten:.2f} ms", file=sys.stderr, flush=True)
     if ab_pointwise and os.environ.get("CONVKIT_POINTWISE_DGRAD") is None:
         out[-1]["pointwise_gemm"] = pointwise_gemm_run(model_name, batch)
     if profile:
@@ -231,6 +234,7 @@ def main():
     ap.add_argument("--train", default="")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--no-ab", action="store_true", help="--train without the CONVKIT_POINTWISE_DGRAD=gemm child process")
     ap.add_argument("--bw", type=float, default=4.26)
     ap.add_argument("--json", default="")
     a = ap.parse_args()
@@ -271,7 +275,7 @@ def main():
             gm = lambda key: math.exp(sum(math.log(r["cudnn_wgrad"] / r[key]) for r in rows) / len(rows))  # noqa: E731
             print(f"| **geomean** ({len(rows)} layers) | | | **{gm('convkit_wgrad'):.2f}** | | **{gm('convkit_corr'):.2f}** | | |")
     for m in [m for m in a.train.split(",") if m]:
-        rows = train_rows(m, a.batch, a.profile)
+        rows = train_rows(m, a.batch, a.profile, ab_pointwise=not a.no_ab)
         report["train"] += rows
         for r in rows:
             print(f"\ntraining step {m} bf16 channels_last batch {a.batch}: torch {r['torch_ms']:.2f} ms, convkit "
