@@ -79,6 +79,28 @@ TEST(Depthwise, NhwcBitEqualAtEveryThreadCount) {
           << spec << " threads " << threads;
 }
 
+// NHWC's column blocks (3-, 5- and 7-wide filters at stride 1 and 2, dilation 1: each input column read once
+// a filter row, columns outside the image skipped): every row width from 1 to past two blocks, paddings from 0
+// to past the filter, a channel count with and without a tail past the last 16.
+TEST(Depthwise, NhwcColumnBlocksBitEqualAtEveryWidthAndPadding) {
+  std::mt19937 rng(23);
+  int checked = 0;
+  for (int s : {3, 5, 7})
+    for (int u : {1, 2})
+      for (int pad : {0, s / 2, s - 1, s + 1})
+        for (int w : {1, 2, 5, 7, 8, 9, 15, 16, 17, 23})
+          for (int c : {16, 37}) {
+            if (w + 2 * pad < s) continue;  // (no output column)
+            const Conv2dProblem p = Conv2dProblem::parse("n1c" + std::to_string(c) + "h4w" + std::to_string(w) + "k" +
+                                                         std::to_string(c) + "r3s" + std::to_string(s) + "ph1pw" +
+                                                         std::to_string(pad) + "uh1uw" + std::to_string(u) + "g" +
+                                                         std::to_string(c));
+            ASSERT_TRUE(depthwise_bit_equal_to_ref(p, Layout::nhwc, Activation::relu, rng)) << p.to_string();
+            ++checked;
+          }
+  EXPECT_GT(checked, 400);
+}
+
 // An infinite filter value: where its tap falls outside the image the sum skips it, as cpu_ref does (the NCHW
 // kernel's zero-padded plane would make 0 * inf = NaN there, so such a plane takes the row pass).
 TEST(Depthwise, AnInfiniteWeightGivesTheReferencesNaNsAndInfinities) {

@@ -5,10 +5,13 @@
 // channel each (a 1-wide GEMM per group, or a direct kernel whose register tile spans 32 output channels
 // of which one is real): nothing but the R*S multiply-adds per output, laid out for the vector units.
 //   NHWC: one output row (all Q pixels, all C channels) at a time, in blocks of up to 8 pixels x 16 channels
-//         accumulated in registers over the taps that lie inside the image (each pixel's range of taps along
-//         W computed once a block; the taps inside for the whole block unchecked), the edges included; the
-//         channels past the last 16 one tap at a time over the row (per tap the pixels whose input column
-//         lies inside the image form one range). The filters are transposed once per call to [r][s][c].
+//         accumulated in registers over the taps that lie inside the image, the edges included. At dilation
+//         1, stride 1 or 2 and a 3-, 5- or 7-wide filter (row_taps) each input column a block's filter row
+//         reaches is read once and multiplied by the row's taps, held in registers, into every pixel it feeds;
+//         otherwise each pixel's range of taps along W is computed once a block, the taps inside for the whole
+//         block run unchecked. The channels past the last 16 one tap at a time over the row (per tap the
+//         pixels whose input column lies inside the image form one range). The filters are transposed once
+//         per call to [r][s][c].
 //   NCHW: each (image, channel) plane copied into a zero-padded buffer, its columns split by the stride's
 //         phase, then blocks of 4 output rows x 16 columns accumulated in registers over all the taps; the
 //         row pass (one output row at a time, per tap the outputs whose input column lies inside the image
@@ -23,10 +26,11 @@
 // f16/bf16: the same float32 computation on widened copies (input, filters, bias, residual) in the workspace,
 // the output rounded once into dst (fp32 sums, as the GPU kernels); before, cpu_ref's 16-bit loop served
 // these layers (ConvNeXt-T's 7x7 depthwise layers made its bf16 forward 4.5x torch's time on the CPU).
-// measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3, 2026-12-05): the 26 depthwise layers of MobileNetV2,
-// EfficientNet-B0 and ConvNeXt-T in NCHW 0.27-1.91x one thread (geomean 0.98x; 3.53 ms summed against 4.19),
-// 0.67-2.62x two threads (geomean 1.54x; 1.86 against 3.10), the 7x7 planes the slowest; NHWC the 26 layers'
-// sum 1.03 ms against oneDNN's 0.84 (2 threads; 0.81x), 1.91 against 1.23 on one thread (0.64x).
+// measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3): the 26 depthwise layers of MobileNetV2, EfficientNet-B0
+// and ConvNeXt-T in NCHW 0.27-1.91x one thread (geomean 0.98x; 3.53 ms summed against 4.19), 0.67-2.62x two
+// threads (geomean 1.54x; 1.86 against 3.10), the 7x7 planes the slowest (2026-12-05); NHWC the 26 layers'
+// sum 1.52 ms against oneDNN's 1.25 on one thread (0.82x; ConvNeXt-T's 7x7 0.78-1.19x, the 3x3 layers
+// 0.48-0.79x), 0.91 against 0.70 on two (2026-12-06).
 // docs/kernels.md, docs/perf.md.
 #include <algorithm>
 #include <cmath>
@@ -53,6 +57,48 @@ inline void load16(v16& v, const float* p) { std::memcpy(&v, p, sizeof(v)); }
 inline void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof(v)); }
 constexpr int64_t kQB = 8;  // NHWC: output pixels accumulated together in registers (8 of 32 vector registers)
 
+
+// One filter row of a block of kQB pixels at stride U (1 or 2), dilation 1, for a 3-, 5- or 7-wide filter:
+// each input column of the block's span (U * (kQB - 1) + S columns from xq, the block's first pixel's tap 0)
+// that lies inside the image, [c_lo, c_hi), is read once and multiplied by the row's S taps (in registers)
+// into every pixel it feeds: at most U * (kQB - 1) + S loads of x for kQB * S multiply-adds, instead of one
+// load each; a column outside the image is skipped, which skips exactly the taps outside. Each pixel still
+// sums its taps in order (for pixel j, tap s = column - U * j rises with the column). Pixels past the
+// block's own (a last, short block) get sums that are never stored.
+// kEdge false: every column inside (no tests).
+template <int S, int U, bool kEdge>
+__attribute__((always_inline)) inline void row_taps(v16 (&a)[kQB], const float* xq, const float* wr, int64_t C,
+                                                    int c_lo, int c_hi) {
+  v16 wv[S];
+#pragma GCC unroll 8
+  for (int s = 0; s < S; ++s) load16(wv[s], wr + s * C);
+#pragma GCC unroll 32
+  for (int c = 0; c < U * (int(kQB) - 1) + S; ++c) {
+    if (kEdge && (c < c_lo || c >= c_hi)) continue;
+    v16 xv;
+    load16(xv, xq + c * C);
+#pragma GCC unroll 8
+    for (int s = 0; s < S; ++s) {
+      const int d = c - s;
+      if (d >= 0 && d % U == 0 && d / U < int(kQB)) a[d / U] += xv * wv[s];
+    }
+  }
+}
+// row_taps for the problem's filter width and stride (the pair checked by the caller), with tests where the
+// block has columns outside the image.
+template <bool kEdge>
+__attribute__((always_inline)) inline void row_taps_of(int64_t S, int64_t U, v16 (&a)[kQB], const float* xq,
+                                                       const float* wr, int64_t C, int c_lo, int c_hi) {
+  if (U == 1) {
+    if (S == 3) row_taps<3, 1, kEdge>(a, xq, wr, C, c_lo, c_hi);
+    else if (S == 5) row_taps<5, 1, kEdge>(a, xq, wr, C, c_lo, c_hi);
+    else row_taps<7, 1, kEdge>(a, xq, wr, C, c_lo, c_hi);
+  } else {
+    if (S == 3) row_taps<3, 2, kEdge>(a, xq, wr, C, c_lo, c_hi);
+    else if (S == 5) row_taps<5, 2, kEdge>(a, xq, wr, C, c_lo, c_hi);
+    else row_taps<7, 2, kEdge>(a, xq, wr, C, c_lo, c_hi);
+  }
+}
 
 // The part of the epilogue after the sum, for n outputs of one channel (NCHW: bias[k] for all) starting at
 // output index idx, out = y + idx.
@@ -111,8 +157,36 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
       // first pixel whose taps are all inside (in_lo), so that the interior is whole blocks; the pixels
       // before it and after the last whole block make blocks of their own.
       const int64_t in_lo = std::min(Q, pw <= 0 ? 0 : (pw + sw - 1) / sw);  // q*sw - pw >= 0
+      // Dilation 1, stride 1 or 2, a 3-, 5- or 7-wide filter: row_taps, each input column read once a row.
+      const bool by_columns = dw == 1 && (sw == 1 || sw == 2) && (pb.s == 3 || pb.s == 5 || pb.s == 7);
+      const int64_t span = (kQB - 1) * sw + pb.s;  // the input columns a block's taps reach
       for (int64_t q0 = 0, nb = 0; q0 < Q && cs < cv; q0 += nb) {
-        nb = std::min(kQB, (q0 < in_lo ? in_lo : Q) - q0);
+        // 5- and 7-wide filters: blocks of kQB pixels from the row's start, edges included, all by row_taps
+        // (a 7x7 image is one block); 3-wide ones: the blocks below, the whole ones by row_taps, the short
+        // ones (the edges' and the last) as below (row_taps there lost 8-24% at 14x14 and 28x28).
+        nb = by_columns && pb.s != 3 ? std::min(kQB, Q - q0) : std::min(kQB, (q0 < in_lo ? in_lo : Q) - q0);
+        if (by_columns && (pb.s != 3 || nb == kQB)) {
+          const int64_t col0 = q0 * sw - pw;  // the block's first input column (tap 0 of pixel 0)
+          const int c_lo = int(std::max<int64_t>(0, -col0)), c_hi = int(std::min(span, W - col0));
+          const bool edge = c_lo > 0 || c_hi < span;
+          for (int64_t c0 = cs; c0 < cv; c0 += 16) {
+            v16 a[kQB] = {};
+            for (int64_t r = 0; r < pb.r; ++r) {
+              const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
+              if (h < 0 || h >= H) continue;
+              const float* xq = x + ((n * H + h) * W + col0) * C + c0;
+              const float* wr = wt + r * pb.s * C + c0;
+              if (edge)
+                row_taps_of<true>(pb.s, sw, a, xq, wr, C, c_lo, c_hi);
+              else
+                row_taps_of<false>(pb.s, sw, a, xq, wr, C, c_lo, c_hi);
+            }
+#pragma GCC unroll 8
+            for (int64_t j = 0; j < kQB; ++j)
+              if (j < nb) store16(acc + (q0 + j) * C + c0, a[j]);
+          }
+          continue;
+        }
         int64_t s_lo[kQB], s_hi[kQB], sf_lo = 0, sf_hi = pb.s;
         for (int64_t j = 0; j < kQB; ++j) {
           s_lo[j] = pb.s, s_hi[j] = 0;  // (none: a pixel past the block)
