@@ -294,8 +294,8 @@ int blocks_per_sm_of_tile() {
 }
 
 constexpr int kNumGatherTiles = 8;  // the first tiles of the table: the gathering kernel's
-constexpr int kNumTiles = 16;       // then the warp-specialized and persistent kernels' (activations by TMA only)
-constexpr int kNumExtraTiles = 5;   // the table's last entries, extra_tile(0..4)
+constexpr int kNumTiles = 17;       // then the warp-specialized and persistent kernels' (activations by TMA only)
+constexpr int kNumExtraTiles = 6;   // the table's last entries, extra_tile(0..5)
 // The tiles of T's table: after the gathering and warp-specialized ones, 128x256 warp-specialized for tf32,
 // the persistent tiles for 16-bit types.
 // NOTE: 128x256 warp-specialized in 16-bit types spilled 32 bytes (the short epilogue's registers on top of
@@ -328,7 +328,10 @@ Tile extra_tile(int i) {
     constexpr double kUnmeasured = 1e6;
     if (i == 2) return {128, 32, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 32, 6>, one_block_per_sm, 6, true};
     if (i == 3) return {128, 96, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 96, 4>, one_block_per_sm, 4, true};
-    return {128, 144, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 144, 3>, one_block_per_sm, 3, true};
+    if (i == 4) return {128, 144, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 144, 3>, one_block_per_sm, 3, true};
+    // TRIAL (not run on a GPU): 256 rows of 32 columns, four consumer warpgroups, so that a narrow layer's
+    // tile carries twice the bytes for the same fixed costs and twice the warps wait on memory.
+    return {256, 32, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 32, 4>, one_block_per_sm, 4, true};
   }
 }
 
@@ -351,6 +354,7 @@ Tile extra_tile(int i) {
 //   128x32w12s6p   igemm_wgmma_persistent_kernel<T, 128, 32, 6>   (16-bit only; K <= 32)
 //   128x96w12s4p   igemm_wgmma_persistent_kernel<T, 128, 96, 4>   (16-bit only; K <= 96)
 //   128x144w12s3p  igemm_wgmma_persistent_kernel<T, 128, 144, 3>  (16-bit only; K <= 144)
+//   256x32w20s4p   igemm_wgmma_persistent_kernel<T, 256, 32, 4>   (16-bit only; K <= 32; TRIAL)
 template <typename T>
 const std::array<Tile, kNumTiles>& tiles() {
   // 1, 2 or 4 warpgroups of 64 rows. 4 stages: one block per SM (128x256, 256x128, 128x128), two (128x64,
@@ -385,7 +389,7 @@ const std::array<Tile, kNumTiles>& tiles() {
       {128, 64, 12, 2.69, 0.420 * kWsTf32, launch_tile<T, 128, 64, 8, true>, blocks_per_sm_of_tile<T, 128, 64, 8, true>, 8},
       {128, 128, 12, 5.03, 0.495 * kWsTf32, launch_tile<T, 128, 128, 6, true>, blocks_per_sm_of_tile<T, 128, 128, 6, true>, 6},
       {128, 64, 12, 3.66, 0.687 * kWsTf32, launch_tile<T, 128, 64, 4, true>, blocks_per_sm_of_tile<T, 128, 64, 4, true>, 4},
-      extra_tile<T>(0), extra_tile<T>(1), extra_tile<T>(2), extra_tile<T>(3), extra_tile<T>(4),
+      extra_tile<T>(0), extra_tile<T>(1), extra_tile<T>(2), extra_tile<T>(3), extra_tile<T>(4), extra_tile<T>(5),
   }};
   return t;
 }
