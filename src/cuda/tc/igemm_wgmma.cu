@@ -294,8 +294,8 @@ int blocks_per_sm_of_tile() {
 }
 
 constexpr int kNumGatherTiles = 8;  // the first tiles of the table: the gathering kernel's
-constexpr int kNumTiles = 17;       // then the warp-specialized and persistent kernels' (activations by TMA only)
-constexpr int kNumExtraTiles = 6;   // the table's last entries, extra_tile(0..5)
+constexpr int kNumTiles = 19;       // then the warp-specialized and persistent kernels' (activations by TMA only)
+constexpr int kNumExtraTiles = 8;   // the table's last entries, extra_tile(0..7)
 // The tiles of T's table: after the gathering and warp-specialized ones, 128x256 warp-specialized for tf32,
 // the persistent tiles for 16-bit types.
 // NOTE: 128x256 warp-specialized in 16-bit types spilled 32 bytes (the short epilogue's registers on top of
@@ -331,7 +331,10 @@ Tile extra_tile(int i) {
     if (i == 4) return {128, 144, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 144, 3>, one_block_per_sm, 3, true};
     // TRIAL (not run on a GPU): 256 rows of 32 columns, four consumer warpgroups, so that a narrow layer's
     // tile carries twice the bytes for the same fixed costs and twice the warps wait on memory.
-    return {256, 32, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 32, 4>, one_block_per_sm, 4, true};
+    if (i == 5) return {256, 32, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 32, 4>, one_block_per_sm, 4, true};
+    // TRIAL (not run on a GPU): 16 columns (K = 8, 16) as one n16 wgmma block, at 128 and 256 rows.
+    if (i == 6) return {128, 16, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 16, 6>, one_block_per_sm, 6, true};
+    return {256, 16, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 16, 4>, one_block_per_sm, 4, true};
   }
 }
 
@@ -355,6 +358,8 @@ Tile extra_tile(int i) {
 //   128x96w12s4p   igemm_wgmma_persistent_kernel<T, 128, 96, 4>   (16-bit only; K <= 96)
 //   128x144w12s3p  igemm_wgmma_persistent_kernel<T, 128, 144, 3>  (16-bit only; K <= 144)
 //   256x32w20s4p   igemm_wgmma_persistent_kernel<T, 256, 32, 4>   (16-bit only; K <= 32; TRIAL)
+//   128x16w12s6p   igemm_wgmma_persistent_kernel<T, 128, 16, 6>   (16-bit only; K <= 16; TRIAL)
+//   256x16w20s4p   igemm_wgmma_persistent_kernel<T, 256, 16, 4>   (16-bit only; K <= 16; TRIAL)
 template <typename T>
 const std::array<Tile, kNumTiles>& tiles() {
   // 1, 2 or 4 warpgroups of 64 rows. 4 stages: one block per SM (128x256, 256x128, 128x128), two (128x64,
@@ -390,6 +395,7 @@ const std::array<Tile, kNumTiles>& tiles() {
       {128, 128, 12, 5.03, 0.495 * kWsTf32, launch_tile<T, 128, 128, 6, true>, blocks_per_sm_of_tile<T, 128, 128, 6, true>, 6},
       {128, 64, 12, 3.66, 0.687 * kWsTf32, launch_tile<T, 128, 64, 4, true>, blocks_per_sm_of_tile<T, 128, 64, 4, true>, 4},
       extra_tile<T>(0), extra_tile<T>(1), extra_tile<T>(2), extra_tile<T>(3), extra_tile<T>(4), extra_tile<T>(5),
+      extra_tile<T>(6), extra_tile<T>(7),
   }};
   return t;
 }
@@ -431,6 +437,7 @@ Plan exact_width_plan(const TileSet& ts, const Shape& s, int sms, Plan best) {
   if (!exact_width_tile_wins(s.es, s.G, s.k, s.n)) return best;
   Plan exact;  // (for_each_plan offers these only where they hold every column)
   for_each_plan(ts, s, sms, [&](const Plan& p) {
+    if (p.tile->bm != 128 || p.tile->bn < 32) return;  // (TRIAL tiles: only by name)
     if (p.tile->persistent && p.tile->bn % 64 != 0 && (exact.tile == nullptr || p.tile->bn < exact.tile->bn)) exact = p;
   });
   return exact.tile != nullptr ? exact : best;

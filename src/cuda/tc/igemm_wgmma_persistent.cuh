@@ -42,7 +42,7 @@ namespace {
 constexpr int persistent_boxes(int bn) { return (bn + 63) / 64; }
 // The wgmma shape a tile's columns are multiplied in: n = BN for 64 and 128; 96 and 144 as n48 blocks, 32 as
 // n32.
-constexpr int persistent_wn(int bn) { return bn % 64 == 0 ? bn : bn % 48 == 0 ? 48 : 32; }
+constexpr int persistent_wn(int bn) { return bn % 64 == 0 ? bn : bn % 48 == 0 ? 48 : bn % 32 == 0 ? 32 : 16; }
 template <int BN>
 constexpr int persistent_staging_bytes() {  // one consumer warpgroup's: 64 rows
   // two 16-bit buffers of whole boxes, or the general epilogue's fp32 rows

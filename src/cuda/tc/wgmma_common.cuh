@@ -50,6 +50,8 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_
 #define CK_WGMMA_OPS16 \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), \
   "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+#define CK_WGMMA_DESC16 "%8, %9"
+#define CK_WGMMA_SCALE16 "%10"
 #define CK_WGMMA_D32 CK_WGMMA_D16 ", %8, %9, %10, %11, %12, %13, %14, %15"
 #define CK_WGMMA_OPS32 \
   CK_WGMMA_OPS16, \
@@ -151,6 +153,8 @@ CK_WGMMA_RS_TF32(64)
 CK_WGMMA_RS_TF32(128)
 CK_WGMMA_RS_TF32(256)
 
+CK_WGMMA_SS(__half, "f16", 16)
+CK_WGMMA_SS(__nv_bfloat16, "bf16", 16)
 CK_WGMMA_SS(__half, "f16", 32)
 CK_WGMMA_SS(__nv_bfloat16, "bf16", 32)
 CK_WGMMA_SS(__half, "f16", 48)
