@@ -20,8 +20,8 @@ what the extension runs where the kernel does not take a layer), each with its r
 PyTorch eager, convkit.nn.convert with the gradient kernels, and the same with aten's backward
 (convkit._autograd.BACKWARD = "aten"), each with its median ms; then the same steps in a child process with
 CONVKIT_POINTWISE_DGRAD=gemm (the 1x1 layers' data gradient as one GEMM), compared as torch / convkit ratios (--no-ab: not). --profile: the same steps under torch.profiler,
-the GPU time of each step by kernel family (convkit's kernels, cuDNN/cuBLAS, BatchNorm, the rest), and the host
-events with the most self time (ops and CUDA runtime calls), per step.
+the GPU time of each step by kernel family (convkit's kernels, cuDNN/cuBLAS, BatchNorm, the rest), the kernels
+launched most often, and the host events with the most self time (ops and CUDA runtime calls), per step.
 """
 import argparse
 import json
@@ -205,7 +205,7 @@ def kernel_families(step, steps=5, host=False):
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
-    fam, top, cpu = {}, {}, []
+    fam, top, launches, cpu = {}, {}, {}, []
     for e in prof.key_averages():
         if host and e.self_cpu_time_total > 0 and "Synchronize" not in e.key:
             cpu.append((e.key[:70], e.self_cpu_time_total / 1e3 / steps, e.count / steps))
@@ -219,7 +219,9 @@ def kernel_families(step, steps=5, host=False):
             continue
         fam[family(e.key)] = fam.get(family(e.key), 0.0) + t
         top[e.key[:90]] = top.get(e.key[:90], 0.0) + t  # (instances whose names agree this far: summed)
-    r = dict(families=fam, top=sorted(top.items(), key=lambda kv: -kv[1])[:12])
+        launches[e.key[:90]] = launches.get(e.key[:90], 0.0) + e.count / steps
+    r = dict(families=fam, top=sorted(top.items(), key=lambda kv: -kv[1])[:12],
+             launches=sorted(launches.items(), key=lambda kv: -kv[1])[:16], launches_per_step=sum(launches.values()))
     if host:
         r["host"] = sorted(cpu, key=lambda v: -v[1])[:14]
         r["host_ms"] = sum(v[1] for v in cpu)
@@ -290,6 +292,9 @@ def main():
                       ", ".join(f"{k} {v:.2f}" for k, v in sorted(prof["families"].items(), key=lambda kv: -kv[1])))
                 for k, v in prof["top"]:
                     print(f"  {v:7.3f}  {k}")
+                print(f"{who}: {prof['launches_per_step']:.0f} kernels and copies a step; the most launched:")
+                for k, n in prof["launches"]:
+                    print(f"  {n:6.1f}  {k}")
                 print(f"{who}: host events by self time, ms and calls per step (under the profiler; "
                       f"{prof['host_ms']:.2f} ms in all):")
                 for k, ms, n in prof["host"]:

@@ -257,12 +257,15 @@ TEST(PlannerGpu, OneByOneLayersOfFewChannelsWithSiluGoToThePointwiseKernel) {
     EXPECT_NE(verdict_of(pl, "cuda_pointwise_mma")->answer.find("C > 32"), std::string::npos)
         << verdict_of(pl, "cuda_pointwise_mma")->answer;
   }
-  // The exact-width tiles: the narrowest that holds K, on the heuristic's plan.
+  // The exact-width tiles: the narrowest that holds K, on the heuristic's plan; 256 rows for at most 32
+  // columns where every SM gets two such tiles (tall_tile_wins: 56x56 and 112x112 at batch 32 on 132 SMs or fewer).
   const Algorithm* wgmma = find_algorithm("cuda_igemm_wgmma");
   const std::pair<const char*, const char*> exact[] = {{"n32c16h28w28k96r1s1", "128x96w12s4p/k1"},
                                                        {"n32c24h28w28k144r1s1", "128x144w12s3p/k1"},
                                                        {"n32c144h14w14k24r1s1", "128x32w12s6p/k1"},
-                                                       {"n32c32h14w14k16r1s1", "128x32w12s6p/k1"}};
+                                                       {"n32c32h14w14k16r1s1", "128x16w12s6p/k1"},
+                                                       {"n32c32h112w112k16r1s1", "256x16w20s4p/k1"},
+                                                       {"n32c96h56w56k24r1s1", "256x32w20s4p/k1"}};
   for (const auto& [spec, tile] : exact) {
     const Conv2dProblem p = Conv2dProblem::parse(spec);
     const Plan pl = plan(p, cfg, silu);
@@ -282,7 +285,7 @@ TEST(PlannerGpu, OneByOneLayersOfFewChannelsWithSiluGoToThePointwiseKernel) {
       const Conv2dProblem p = Conv2dProblem::parse(spec);
       if (!wgmma->can_implement(p, cfg)) continue;
       const std::string v = wgmma->variants(p, cfg).front();
-      for (const char* tile : {"128x32w", "128x96w", "128x144w"})
+      for (const char* tile : {"128x16w", "128x32w", "128x96w", "128x144w", "256x16w", "256x32w"})
         EXPECT_EQ(v.find(tile), std::string::npos) << spec << ": " << v;
     }
   const Conv2dProblem wide = Conv2dProblem::parse("n2c384h14w14k1536r1s1");

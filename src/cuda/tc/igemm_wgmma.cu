@@ -329,10 +329,10 @@ Tile extra_tile(int i) {
     if (i == 2) return {128, 32, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 32, 6>, one_block_per_sm, 6, true};
     if (i == 3) return {128, 96, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 96, 4>, one_block_per_sm, 4, true};
     if (i == 4) return {128, 144, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 144, 3>, one_block_per_sm, 3, true};
-    // TRIAL (not run on a GPU): 256 rows of 32 columns, four consumer warpgroups, so that a narrow layer's
-    // tile carries twice the bytes for the same fixed costs and twice the warps wait on memory.
+    // 256 rows (four consumer warpgroups) for the narrow layers of many pixels: a tile carries twice the
+    // bytes for the same fixed costs, and twice the warps wait on memory. 16 columns (K <= 16) as one n16
+    // wgmma block, at 128 and 256 rows.
     if (i == 5) return {256, 32, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 32, 4>, one_block_per_sm, 4, true};
-    // TRIAL (not run on a GPU): 16 columns (K = 8, 16) as one n16 wgmma block, at 128 and 256 rows.
     if (i == 6) return {128, 16, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 16, 6>, one_block_per_sm, 6, true};
     return {256, 16, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 16, 4>, one_block_per_sm, 4, true};
   }
@@ -357,9 +357,9 @@ Tile extra_tile(int i) {
 //   128x32w12s6p   igemm_wgmma_persistent_kernel<T, 128, 32, 6>   (16-bit only; K <= 32)
 //   128x96w12s4p   igemm_wgmma_persistent_kernel<T, 128, 96, 4>   (16-bit only; K <= 96)
 //   128x144w12s3p  igemm_wgmma_persistent_kernel<T, 128, 144, 3>  (16-bit only; K <= 144)
-//   256x32w20s4p   igemm_wgmma_persistent_kernel<T, 256, 32, 4>   (16-bit only; K <= 32; TRIAL)
-//   128x16w12s6p   igemm_wgmma_persistent_kernel<T, 128, 16, 6>   (16-bit only; K <= 16; TRIAL)
-//   256x16w20s4p   igemm_wgmma_persistent_kernel<T, 256, 16, 4>   (16-bit only; K <= 16; TRIAL)
+//   256x32w20s4p   igemm_wgmma_persistent_kernel<T, 256, 32, 4>   (16-bit only; K <= 32)
+//   128x16w12s6p   igemm_wgmma_persistent_kernel<T, 128, 16, 6>   (16-bit only; K <= 16)
+//   256x16w20s4p   igemm_wgmma_persistent_kernel<T, 256, 16, 4>   (16-bit only; K <= 16)
 template <typename T>
 const std::array<Tile, kNumTiles>& tiles() {
   // 1, 2 or 4 warpgroups of 64 rows. 4 stages: one block per SM (128x256, 256x128, 128x128), two (128x64,
@@ -424,21 +424,29 @@ TileSet tile_set(bool ws) {
 }
 
 // The heuristic's plan: the wave model's pick, except where exact_width_tile_wins() (tc_plan.cuh) says an
-// exact-width persistent tile runs instead, the narrowest that holds every column. Measured on an H100
-// (2026-12-06, bf16 batch 32, scripts/bench_pointwise.py over MobileNetV2's and EfficientNet-B0's 1x1
-// layers, L2 flushed; ms, the wave model's pick in brackets):
+// exact-width persistent tile runs instead, the narrowest that holds every column: of 256 rows where
+// tall_tile_wins() (tc_plan.cuh), else of 128. Measured on an H100 (2026-12-06, bf16 batch 32,
+// scripts/bench_pointwise.py over MobileNetV2's and EfficientNet-B0's 1x1 layers, L2 flushed; ms, the wave
+// model's pick in brackets):
 //   at most 32 columns, 128x32: 32 -> 16 at 112x112 0.0502 (0.0548), 96 -> 24 at 56x56 0.0236 (0.0259),
 //     144 -> 24 at 56x56 0.0282 (0.0307), 192 -> 32 at 28x28 0.0127 (0.0140): every such layer 6-11% faster;
 //   a depth of at most 32: 16 -> 96 at 112x112 0.0621 (0.0680; 0.0728 against cuda_pointwise_mma's 0.0892
-//     with SiLU) on 128x96, 24 -> 144 at 56x56 0.0398 (0.0533; 0.0418 against 0.0489 with SiLU) on 128x144.
+//     with SiLU) on 128x96, 24 -> 144 at 56x56 0.0398 (0.0533; 0.0418 against 0.0489 with SiLU) on 128x144;
+//   16 columns, 128x16 against 128x32: 32 -> 16 at 112x112 0.0479 against 0.0507 (and 0.0341 against 0.0367
+//     without the residual);
+//   256 rows: 32 -> 16 at 112x112 on 256x16 0.0370 (128x32 0.0507; torch.compile's 0.0340), 96 -> 24 and
+//     144 -> 24 at 56x56 on 256x32 0.0213 and 0.0260 (0.0234, 0.0285); at 28x28 (98 tiles of 256 rows for
+//     132 SMs) 256x32 lost to 128x32 (144 -> 32: 0.0122 against 0.0117) or tied.
 // On deeper layers of 40 to 144 columns they lost 3-40% (144 -> 40, 240 -> 80, 480 -> 112, 576 -> 96: a
 // long k loop on one block an SM, where the wave model's tiles keep two).
 Plan exact_width_plan(const TileSet& ts, const Shape& s, int sms, Plan best) {
   if (!exact_width_tile_wins(s.es, s.G, s.k, s.n)) return best;
+  const int bm = tall_tile_wins(s.n, s.nb * s.Mb, sms) ? 256 : 128;
   Plan exact;  // (for_each_plan offers these only where they hold every column)
   for_each_plan(ts, s, sms, [&](const Plan& p) {
-    if (p.tile->bm != 128 || p.tile->bn < 32) return;  // (TRIAL tiles: only by name)
-    if (p.tile->persistent && p.tile->bn % 64 != 0 && (exact.tile == nullptr || p.tile->bn < exact.tile->bn)) exact = p;
+    if (p.tile->persistent && p.tile->bm == bm && p.tile->bn % 64 != 0 &&
+        (exact.tile == nullptr || p.tile->bn < exact.tile->bn))
+      exact = p;
   });
   return exact.tile != nullptr ? exact : best;
 }

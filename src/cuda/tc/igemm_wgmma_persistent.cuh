@@ -23,9 +23,11 @@ namespace {
 // read it (bulk wait_group.read 1, at the tile's start: in practice long done).
 // Why: the 1x1 layers that widen the channels are output-bound (1x1 64->256 at 56x56 writes 4x what it
 // reads), and the other kernels' blocks each stop for their epilogue's stores: 0.52x cuDNN there.
-// Tiles of 32, 96 and 144 columns (n32 and n48 wgmma blocks) cover a narrow layer's whole K in one column
-// tile, so no column past K is multiplied, activated or staged: bf16 batch 32, H100, 1x1 24 -> 144 at 56x56
-// + ReLU6 0.0398 ms on 128x144 against 0.0533 on the wave model's tile (docs/perf.md, 2026-12-06).
+// Tiles of 16, 32, 96 and 144 columns (n16, n32 and n48 wgmma blocks) cover a narrow layer's whole K in one
+// column tile, so no column past K is multiplied, activated or staged: bf16 batch 32, H100, 1x1 24 -> 144 at
+// 56x56 + ReLU6 0.0398 ms on 128x144 against 0.0533 on the wave model's tile; 256-row tiles (four consumer
+// warpgroups) for the narrowest layers of many pixels: 32 -> 16 at 112x112 0.0370 on 256x16 against 0.0507 on
+// 128x32 (docs/perf.md, 2026-12-06).
 // Scope: 16-bit types, one group, no split-K (the planner offers its tiles only then); per-sample weights
 // too (the tiles of image b after those of image b-1; the output map is 3-D, [N][P*Q][K], so that a tile's
 // rows past its image are clipped). Epilogues (out_mode, chosen per launch: persistent_out_mode):
@@ -36,12 +38,12 @@ namespace {
 //  - 0, the general epilogue (an output or residual the tensor maps cannot describe: not 16-byte aligned,
 //    K % 8 != 0): fp32 staged in the warpgroup's staging area, stored by the threads
 //    (store_output_tile), as the other kernels do.
-// The TMA store boxes of a tile row: 64 columns (128 bytes) each; a tile of 32, 96 or 144 columns has a last
+// The TMA store boxes of a tile row: 64 columns (128 bytes) each; a tile of 16, 32, 96 or 144 columns has a last
 // box reaching past its own columns, so such a tile runs only where it is the one column tile (K <= BN:
 // for_each_plan), the columns past K being clipped by the tensor map.
 constexpr int persistent_boxes(int bn) { return (bn + 63) / 64; }
 // The wgmma shape a tile's columns are multiplied in: n = BN for 64 and 128; 96 and 144 as n48 blocks, 32 as
-// n32.
+// n32, 16 as n16.
 constexpr int persistent_wn(int bn) { return bn % 64 == 0 ? bn : bn % 48 == 0 ? 48 : bn % 32 == 0 ? 32 : 16; }
 template <int BN>
 constexpr int persistent_staging_bytes() {  // one consumer warpgroup's: 64 rows

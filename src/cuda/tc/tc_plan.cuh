@@ -146,8 +146,8 @@ void for_each_plan(const TileSet& ts, const Shape& s, int sms, F&& f) {
   }
 }
 
-// Where cuda_igemm_wgmma's heuristic runs one of its exact-width persistent tiles (128x32, 128x96,
-// 128x144) instead of the wave model's pick, having measured them faster there (igemm_wgmma.cu,
+// Where cuda_igemm_wgmma's heuristic runs one of its exact-width persistent tiles (128x16, 128x32, 128x96,
+// 128x144; 256x16 and 256x32 where tall_tile_wins) instead of the wave model's pick, having measured them faster there (igemm_wgmma.cu,
 // exact_width_plan): 16-bit, one group, and either at most 32 columns (K/groups) on a GEMM depth (R*S*C/groups)
 // of at most 192, or a depth of at most 32 with at most 144 columns; columns 33-64 and 97-128 keep the whole
 // 128x64 and 128x128 tiles. cuda_pointwise_mma's rule defers to it.
@@ -155,6 +155,13 @@ inline bool exact_width_tile_wins(int es, int64_t groups, int64_t gemm_k, int64_
   if (es != 2 || groups != 1) return false;
   if (!((gemm_n <= 32 && gemm_k <= 192) || (gemm_k <= 32 && gemm_n <= 144))) return false;
   return gemm_n <= 32 || (gemm_n > 64 && gemm_n <= 96) || gemm_n > 128;
+}
+
+// Where the exact-width tile of a layer with at most 32 columns is 256 rows tall rather than 128: every SM gets
+// at least two of them (rows >= 2 x 256 x SMs; MobileNetV2's and EfficientNet-B0's 56x56 and 112x112 layers at
+// batch 32, not their 28x28 ones: measured at exact_width_plan, igemm_wgmma.cu).
+inline bool tall_tile_wins(int64_t gemm_n, int64_t rows, int sms) {
+  return gemm_n <= 32 && rows >= 2 * 256 * int64_t(sms);
 }
 
 inline std::vector<Plan> candidate_plans(const TileSet& ts, const Shape& s, int sms) {
