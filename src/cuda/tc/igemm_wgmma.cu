@@ -294,8 +294,8 @@ int blocks_per_sm_of_tile() {
 }
 
 constexpr int kNumGatherTiles = 8;  // the first tiles of the table: the gathering kernel's
-constexpr int kNumTiles = 19;       // then the warp-specialized and persistent kernels' (activations by TMA only)
-constexpr int kNumExtraTiles = 8;   // the table's last entries, extra_tile(0..7)
+constexpr int kNumTiles = 21;       // then the warp-specialized and persistent kernels' (activations by TMA only)
+constexpr int kNumExtraTiles = 10;  // the table's last entries, extra_tile(0..9)
 // The tiles of T's table: after the gathering and warp-specialized ones, 128x256 warp-specialized for tf32,
 // the persistent tiles for 16-bit types.
 // NOTE: 128x256 warp-specialized in 16-bit types spilled 32 bytes (the short epilogue's registers on top of
@@ -334,7 +334,11 @@ Tile extra_tile(int i) {
     // wgmma block, at 128 and 256 rows.
     if (i == 5) return {256, 32, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 32, 4>, one_block_per_sm, 4, true};
     if (i == 6) return {128, 16, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 16, 6>, one_block_per_sm, 6, true};
-    return {256, 16, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 16, 4>, one_block_per_sm, 4, true};
+    if (i == 7) return {256, 16, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 16, 4>, one_block_per_sm, 4, true};
+    // TRIAL (not run on a GPU): 192 rows of 96 columns (three consumer warpgroups, three stages: 204 KB; 256
+    // rows spilled 124 bytes at 96 registers) and 256 rows of 64 (three stages: 194 KB).
+    if (i == 8) return {192, 96, 16, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 192, 96, 3>, one_block_per_sm, 3, true};
+    return {256, 64, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 64, 3>, one_block_per_sm, 3, true};
   }
 }
 
@@ -360,6 +364,8 @@ Tile extra_tile(int i) {
 //   256x32w20s4p   igemm_wgmma_persistent_kernel<T, 256, 32, 4>   (16-bit only; K <= 32)
 //   128x16w12s6p   igemm_wgmma_persistent_kernel<T, 128, 16, 6>   (16-bit only; K <= 16)
 //   256x16w20s4p   igemm_wgmma_persistent_kernel<T, 256, 16, 4>   (16-bit only; K <= 16)
+//   192x96w16s3p   igemm_wgmma_persistent_kernel<T, 192, 96, 3>   (16-bit only; K <= 96; TRIAL)
+//   256x64w20s3p   igemm_wgmma_persistent_kernel<T, 256, 64, 3>   (16-bit only; TRIAL)
 template <typename T>
 const std::array<Tile, kNumTiles>& tiles() {
   // 1, 2 or 4 warpgroups of 64 rows. 4 stages: one block per SM (128x256, 256x128, 128x128), two (128x64,
@@ -395,7 +401,7 @@ const std::array<Tile, kNumTiles>& tiles() {
       {128, 128, 12, 5.03, 0.495 * kWsTf32, launch_tile<T, 128, 128, 6, true>, blocks_per_sm_of_tile<T, 128, 128, 6, true>, 6},
       {128, 64, 12, 3.66, 0.687 * kWsTf32, launch_tile<T, 128, 64, 4, true>, blocks_per_sm_of_tile<T, 128, 64, 4, true>, 4},
       extra_tile<T>(0), extra_tile<T>(1), extra_tile<T>(2), extra_tile<T>(3), extra_tile<T>(4), extra_tile<T>(5),
-      extra_tile<T>(6), extra_tile<T>(7),
+      extra_tile<T>(6), extra_tile<T>(7), extra_tile<T>(8), extra_tile<T>(9),
   }};
   return t;
 }
