@@ -258,10 +258,14 @@ TEST(PlannerGpu, OneByOneLayersOfFewChannelsWithSiluGoToThePointwiseKernel) {
         << verdict_of(pl, "cuda_pointwise_mma")->answer;
   }
   // The exact-width tiles: the narrowest that holds K, on the heuristic's plan; 256 rows for at most 32
-  // columns where every SM gets two such tiles (tall_tile_wins: 56x56 and 112x112 at batch 32 on 132 SMs or fewer).
+  // columns and 192 for 65-96 where every SM gets two such tiles (exact_width_rows: 56x56 and 112x112 at batch
+  // 32 on 132 SMs or fewer); the 256x64 tile before them where a shallow layer widens past 128 channels
+  // (tall_64_tile_wins).
   const Algorithm* wgmma = find_algorithm("cuda_igemm_wgmma");
   const std::pair<const char*, const char*> exact[] = {{"n32c16h28w28k96r1s1", "128x96w12s4p/k1"},
-                                                       {"n32c24h28w28k144r1s1", "128x144w12s3p/k1"},
+                                                       {"n32c16h112w112k96r1s1", "192x96w16s3p/k1"},
+                                                       {"n2c24h28w28k144r1s1", "128x144w12s3p/k1"},
+                                                       {"n32c24h56w56k144r1s1", "256x64w20s3p/k1"},
                                                        {"n32c144h14w14k24r1s1", "128x32w12s6p/k1"},
                                                        {"n32c32h14w14k16r1s1", "128x16w12s6p/k1"},
                                                        {"n32c32h112w112k16r1s1", "256x16w20s4p/k1"},
@@ -285,9 +289,24 @@ TEST(PlannerGpu, OneByOneLayersOfFewChannelsWithSiluGoToThePointwiseKernel) {
       const Conv2dProblem p = Conv2dProblem::parse(spec);
       if (!wgmma->can_implement(p, cfg)) continue;
       const std::string v = wgmma->variants(p, cfg).front();
-      for (const char* tile : {"128x16w", "128x32w", "128x96w", "128x144w", "256x16w", "256x32w"})
+      for (const char* tile : {"128x16w", "128x32w", "128x96w", "128x144w", "256x16w", "256x32w", "192x96w", "256x64w"})
         EXPECT_EQ(v.find(tile), std::string::npos) << spec << ": " << v;
     }
+  // The 256x64 tile: shallow layers widening past 128 channels with a tile an SM (relu6: no exact-width rule
+  // in the way), not deeper ones nor small images.
+  if (wgmma != nullptr && wgmma->available()) {
+    for (const char* spec : {"n32c112h14w14k672r1s1", "n32c32h28w28k192r1s1"}) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      ASSERT_TRUE(wgmma->can_implement(p, cfg)) << spec;
+      EXPECT_EQ(plan(p, cfg, relu6).algorithm, wgmma) << spec;
+      EXPECT_EQ(wgmma->variants(p, cfg).front(), "256x64w20s3p/k1") << spec;
+    }
+    for (const char* spec : {"n32c320h7w7k1280r1s1", "n32c160h7w7k960r1s1", "n1c64h14w14k384r1s1"}) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      if (!wgmma->can_implement(p, cfg)) continue;
+      EXPECT_EQ(wgmma->variants(p, cfg).front().find("256x64w"), std::string::npos) << spec;
+    }
+  }
   const Conv2dProblem wide = Conv2dProblem::parse("n2c384h14w14k1536r1s1");
   const Plan pl = plan(wide, cfg, silu);
   ASSERT_NE(pl.algorithm, nullptr);

@@ -323,7 +323,7 @@ Tile extra_tile(int i) {
     // multiplied, activated and staged (a 128-wide tile at K = 96 spends a quarter of its epilogue on nothing;
     // two at K = 144, 44%), and the pixels are read once. They run only where they are the one column tile
     // (for_each_plan). (192 columns spilled 28 bytes at 96 accumulators; K = 192 is three 128x64 tiles.)
-    // Their costs are ones the wave model never prefers: exact_width_plan picks them by a rule, where
+    // Their costs are ones the wave model never prefers: rule_plan picks them by a rule, where
     // they were measured; elsewhere only a named variant (or the tuner) runs them.
     constexpr double kUnmeasured = 1e6;
     if (i == 2) return {128, 32, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 32, 6>, one_block_per_sm, 6, true};
@@ -335,8 +335,8 @@ Tile extra_tile(int i) {
     if (i == 5) return {256, 32, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 32, 4>, one_block_per_sm, 4, true};
     if (i == 6) return {128, 16, 12, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 128, 16, 6>, one_block_per_sm, 6, true};
     if (i == 7) return {256, 16, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 16, 4>, one_block_per_sm, 4, true};
-    // TRIAL (not run on a GPU): 192 rows of 96 columns (three consumer warpgroups, three stages: 204 KB; 256
-    // rows spilled 124 bytes at 96 registers) and 256 rows of 64 (three stages: 194 KB).
+    // 192 rows of 96 columns (three consumer warpgroups, three stages: 204 KB; 256 rows spilled 124 bytes at
+    // 96 registers) and 256 rows of 64 (three stages: 194 KB), chosen by rule_plan's rules too.
     if (i == 8) return {192, 96, 16, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 192, 96, 3>, one_block_per_sm, 3, true};
     return {256, 64, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 64, 3>, one_block_per_sm, 3, true};
   }
@@ -364,8 +364,8 @@ Tile extra_tile(int i) {
 //   256x32w20s4p   igemm_wgmma_persistent_kernel<T, 256, 32, 4>   (16-bit only; K <= 32)
 //   128x16w12s6p   igemm_wgmma_persistent_kernel<T, 128, 16, 6>   (16-bit only; K <= 16)
 //   256x16w20s4p   igemm_wgmma_persistent_kernel<T, 256, 16, 4>   (16-bit only; K <= 16)
-//   192x96w16s3p   igemm_wgmma_persistent_kernel<T, 192, 96, 3>   (16-bit only; K <= 96; TRIAL)
-//   256x64w20s3p   igemm_wgmma_persistent_kernel<T, 256, 64, 3>   (16-bit only; TRIAL)
+//   192x96w16s3p   igemm_wgmma_persistent_kernel<T, 192, 96, 3>   (16-bit only; K <= 96)
+//   256x64w20s3p   igemm_wgmma_persistent_kernel<T, 256, 64, 3>   (16-bit only)
 template <typename T>
 const std::array<Tile, kNumTiles>& tiles() {
   // 1, 2 or 4 warpgroups of 64 rows. 4 stages: one block per SM (128x256, 256x128, 128x128), two (128x64,
@@ -429,39 +429,53 @@ TileSet tile_set(bool ws) {
           260.0, 8.7, 100.0, 12.0, 0.1};
 }
 
-// The heuristic's plan: the wave model's pick, except where exact_width_tile_wins() (tc_plan.cuh) says an
-// exact-width persistent tile runs instead, the narrowest that holds every column: of 256 rows where
-// tall_tile_wins() (tc_plan.cuh), else of 128. Measured on an H100 (2026-12-06, bf16 batch 32,
-// scripts/bench_pointwise.py over MobileNetV2's and EfficientNet-B0's 1x1 layers, L2 flushed; ms, the wave
-// model's pick in brackets):
+// The heuristic's plan: the wave model's pick, except where a rule of tc_plan.cuh says one of the persistent
+// tiles below runs instead: the 256x64 tile where tall_64_tile_wins(); else, where exact_width_tile_wins(),
+// the narrowest exact-width tile that holds every column, of exact_width_rows() rows. Measured on an H100
+// (2026-12-06, bf16 batch 32, scripts/bench_pointwise.py over MobileNetV2's and EfficientNet-B0's 1x1
+// layers, L2 flushed; ms, the tile before the rule in brackets):
 //   at most 32 columns, 128x32: 32 -> 16 at 112x112 0.0502 (0.0548), 96 -> 24 at 56x56 0.0236 (0.0259),
 //     144 -> 24 at 56x56 0.0282 (0.0307), 192 -> 32 at 28x28 0.0127 (0.0140): every such layer 6-11% faster;
 //   a depth of at most 32: 16 -> 96 at 112x112 0.0621 (0.0680; 0.0728 against cuda_pointwise_mma's 0.0892
 //     with SiLU) on 128x96, 24 -> 144 at 56x56 0.0398 (0.0533; 0.0418 against 0.0489 with SiLU) on 128x144;
 //   16 columns, 128x16 against 128x32: 32 -> 16 at 112x112 0.0479 against 0.0507 (and 0.0341 against 0.0367
 //     without the residual);
-//   256 rows: 32 -> 16 at 112x112 on 256x16 0.0370 (128x32 0.0507; torch.compile's 0.0340), 96 -> 24 and
+//   taller: 32 -> 16 at 112x112 on 256x16 0.0370 (128x32 0.0507; torch.compile's 0.0340), 96 -> 24 and
 //     144 -> 24 at 56x56 on 256x32 0.0213 and 0.0260 (0.0234, 0.0285); at 28x28 (98 tiles of 256 rows for
-//     132 SMs) 256x32 lost to 128x32 (144 -> 32: 0.0122 against 0.0117) or tied.
-// On deeper layers of 40 to 144 columns they lost 3-40% (144 -> 40, 240 -> 80, 480 -> 112, 576 -> 96: a
-// long k loop on one block an SM, where the wave model's tiles keep two).
-Plan exact_width_plan(const TileSet& ts, const Shape& s, int sms, Plan best) {
-  if (!exact_width_tile_wins(s.es, s.G, s.k, s.n)) return best;
-  const int bm = tall_tile_wins(s.n, s.nb * s.Mb, sms) ? 256 : 128;
-  Plan exact;  // (for_each_plan offers these only where they hold every column)
+//     132 SMs) 256x32 lost to 128x32 (144 -> 32: 0.0122 against 0.0117) or tied; 16 -> 96 at 112x112 on
+//     192x96 0.0522 (128x96 0.0627; with SiLU 0.0613 against 0.0751);
+//   256x64 on the widening layers of depth <= 112: 24 -> 144 at 56x56 0.0379 (128x144 0.0403), 32 -> 192 at
+//     28x28 0.0141 (0.0148), 40 -> 240 at 28x28 0.0188 (0.0197), 64 -> 384 at 14x14 0.0105 (0.0111), 112 ->
+//     672 at 14x14 0.0164 (0.0185); 96 -> 576 at 14x14 0.0128 (0.0125) inside the noise; deeper or with
+//     fewer tiles than SMs it lost (160 -> 960 at 7x7 0.0096 against 0.0094, 320 -> 1280 0.0141 against
+//     0.0110, and every narrowing layer).
+// On deeper layers of 40 to 144 columns the exact-width tiles lost 3-40% (144 -> 40, 240 -> 80, 480 -> 112,
+// 576 -> 96: a long k loop on one block an SM, where the wave model's tiles keep two).
+Plan rule_plan(const TileSet& ts, const Shape& s, int sms, Plan best) {
+  const int64_t rows = s.nb * s.Mb;
+  int bm = 0, bn = 0;  // the tile wanted: bn = 0 for the narrowest exact-width tile of bm rows
+  if (tall_64_tile_wins(s.es, s.G, s.k, s.n, rows, sms)) {
+    bm = 256, bn = 64;
+  } else if (exact_width_tile_wins(s.es, s.G, s.k, s.n)) {
+    bm = exact_width_rows(s.n, rows, sms);
+  } else {
+    return best;
+  }
+  Plan pick;  // (for_each_plan offers the exact-width tiles only where they hold every column)
   for_each_plan(ts, s, sms, [&](const Plan& p) {
-    if (p.tile->persistent && p.tile->bm == bm && p.tile->bn % 64 != 0 &&
-        (exact.tile == nullptr || p.tile->bn < exact.tile->bn))
-      exact = p;
+    if (!p.tile->persistent || p.tile->bm != bm || p.splits != 1) return;
+    if (bn != 0 ? p.tile->bn == bn
+                : p.tile->bn % 64 != 0 && (pick.tile == nullptr || p.tile->bn < pick.tile->bn))
+      pick = p;
   });
-  return exact.tile != nullptr ? exact : best;
+  return pick.tile != nullptr ? pick : best;
 }
 template <typename T>
 Plan choose_wgmma_plan(bool ws, const Shape& s, int sms, const std::string& variant) {
   const TileSet ts = tile_set<T>(ws);
   const Plan p = choose_plan(ts, s, sms, variant);
   if (!variant.empty() || env_override(ts.env) != nullptr) return p;  // (a named or forced variant)
-  return exact_width_plan(ts, s, sms, p);
+  return rule_plan(ts, s, sms, p);
 }
 Plan plan_uncached(DType dt, const Shape& s, bool ws, int sms, const std::string& variant) {
   switch (dt) {
