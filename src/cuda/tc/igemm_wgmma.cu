@@ -429,7 +429,7 @@ TileSet tile_set(bool ws) {
           260.0, 8.7, 100.0, 12.0, 0.1};
 }
 
-// The heuristic's plan: the wave model's pick, except where a rule of tc_plan.cuh says one of the persistent
+// The heuristic's plan: the wave model's pick, except where a rule of tile_rules.hpp says one of the persistent
 // tiles below runs instead: the 256x64 tile where tall_64_tile_wins(); else, where exact_width_tile_wins(),
 // the narrowest exact-width tile that holds every column, of exact_width_rows() rows. Measured on an H100
 // (2026-12-06, bf16 batch 32, scripts/bench_pointwise.py over MobileNetV2's and EfficientNet-B0's 1x1

@@ -350,7 +350,7 @@ class CudaPointwiseMma final : public CudaAlgorithm {
     return Support::yes();
   }
   // NOTE: where auto picks it: a SiLU or sigmoid epilogue on C <= 32 where cuda_igemm_wgmma has no
-  // exact-width tile (exact_width_tile_wins, tc_plan.cuh), and on the one-pixel images of squeeze-excitation
+  // exact-width tile (exact_width_tile_wins, tile_rules.hpp), and on the one-pixel images of squeeze-excitation
   // (C <= 192, a few hundred rows). cuda_igemm_wgmma was faster on every other 1x1 layer of ResNet-50,
   // MobileNetV2 and EfficientNet-B0 (H100, 2026-12-06, alone, L2 flushed: 40 -> 240 at 28x28 + SiLU 0.0195
   // ms against 0.0230 here, 192 -> 1152 at 7x7 0.0109 against 0.0158; 16 -> 96 at 112x112 on its 128x96

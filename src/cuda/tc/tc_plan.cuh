@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "convkit/problem.hpp"
+#include "cuda/tc/tile_rules.hpp"
 #include "core/overrides.hpp"
 #include "cuda/common/check.cuh"
 
@@ -144,36 +145,6 @@ void for_each_plan(const TileSet& ts, const Shape& s, int sms, F&& f) {
       f(p);
     }
   }
-}
-
-// Where cuda_igemm_wgmma's heuristic runs one of its exact-width persistent tiles (16, 32, 96 or 144 columns)
-// instead of the wave model's pick, having measured them faster there (igemm_wgmma.cu, rule_plan): 16-bit,
-// one group, and either at most 32 columns (K/groups) on a GEMM depth (R*S*C/groups) of at most 192, or a
-// depth of at most 32 with at most 144 columns; columns 33-64 and 97-128 keep the whole 128x64 and 128x128
-// tiles. cuda_pointwise_mma's rule defers to it.
-inline bool exact_width_tile_wins(int es, int64_t groups, int64_t gemm_k, int64_t gemm_n) {
-  if (es != 2 || groups != 1) return false;
-  if (!((gemm_n <= 32 && gemm_k <= 192) || (gemm_k <= 32 && gemm_n <= 144))) return false;
-  return gemm_n <= 32 || (gemm_n > 64 && gemm_n <= 96) || gemm_n > 128;
-}
-
-// The rows of the exact-width tile: taller where every SM gets at least two tiles (rows >= 2 x BM x SMs), so
-// that a tile carries more bytes for its fixed costs: 256 for at most 32 columns, 192 for 65-96 (the 56x56 and
-// 112x112 layers of MobileNetV2 and EfficientNet-B0 at batch 32, not their 28x28 ones); else 128. Measured
-// at rule_plan, igemm_wgmma.cu.
-inline int exact_width_rows(int64_t gemm_n, int64_t rows, int sms) {
-  if (gemm_n <= 32 && rows >= 2 * 256 * int64_t(sms)) return 256;
-  if (gemm_n > 64 && gemm_n <= 96 && rows >= 2 * 192 * int64_t(sms)) return 192;
-  return 128;
-}
-
-// Where the heuristic runs the persistent 256x64 tile (four consumer warpgroups) instead: the 1x1 layers that
-// widen a shallow input into many channels (16-bit, one group, a GEMM depth of at most 112, more than 128
-// columns) with at least one 256x64 tile an SM. Measured at rule_plan, igemm_wgmma.cu; it goes before the
-// exact-width rule (24 -> 144 at 56x56).
-inline bool tall_64_tile_wins(int es, int64_t groups, int64_t gemm_k, int64_t gemm_n, int64_t rows, int sms) {
-  if (es != 2 || groups != 1 || gemm_k > 112 || gemm_n <= 128) return false;
-  return (rows + 255) / 256 * ((gemm_n + 63) / 64) >= sms;
 }
 
 inline std::vector<Plan> candidate_plans(const TileSet& ts, const Shape& s, int sms) {
