@@ -7,7 +7,8 @@
 //   NHWC: one output row (all Q pixels, all C channels) at a time, in blocks of up to 8 pixels x 16 channels
 //         accumulated in registers over the taps that lie inside the image, the edges included. At dilation
 //         1, stride 1 or 2 and a 3-, 5- or 7-wide filter (row_taps) each input column a block's filter row
-//         reaches is read once and multiplied by the row's taps, held in registers, into every pixel it feeds;
+//         reaches is read once and multiplied by the row's taps, held in registers, into every pixel it feeds
+//         (a 3x3 row of a multiple of 8 or 7 pixels in whole blocks of 8 or 7 from its start, so none is short);
 //         otherwise each pixel's range of taps along W is computed once a block, the taps inside for the whole
 //         block run unchecked. The channels past the last 16 one tap at a time over the row (per tap the
 //         pixels whose input column lies inside the image form one range). The filters are transposed once
@@ -29,13 +30,14 @@
 // measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3): the 26 depthwise layers of MobileNetV2, EfficientNet-B0
 // and ConvNeXt-T in NCHW 0.27-1.91x one thread (geomean 0.98x; 3.53 ms summed against 4.19), 0.67-2.62x two
 // threads (geomean 1.54x; 1.86 against 3.10), the 7x7 planes the slowest (2026-12-05); NHWC the 26 layers'
-// sum 1.52 ms against oneDNN's 1.25 on one thread (0.82x; ConvNeXt-T's 7x7 0.78-1.19x, the 3x3 layers
-// 0.48-0.79x), 0.91 against 0.70 on two (2026-12-06).
+// sum 1.52 ms against oneDNN's 1.25 on one thread (0.82x; ConvNeXt-T's 7x7 0.78-1.19x), 0.91 against 0.70 on
+// two; the 3x3 layers 0.66-0.84x on one thread (2026-12-06).
 // docs/kernels.md, docs/perf.md.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/activation.hpp"
@@ -58,29 +60,29 @@ inline void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof(v)); }
 constexpr int64_t kQB = 8;  // NHWC: output pixels accumulated together in registers (8 of 32 vector registers)
 
 
-// One filter row of a block of kQB pixels at stride U (1 or 2), dilation 1, for a 3-, 5- or 7-wide filter:
-// each input column of the block's span (U * (kQB - 1) + S columns from xq, the block's first pixel's tap 0)
+// One filter row of a block of B (kQB, or 7) pixels at stride U (1 or 2), dilation 1, for a 3-, 5- or 7-wide
+// filter: each input column of the block's span (U * (B - 1) + S columns from xq, the block's first pixel's tap 0)
 // that lies inside the image, [c_lo, c_hi), is read once and multiplied by the row's S taps (in registers)
 // into every pixel it feeds: at most U * (kQB - 1) + S loads of x for kQB * S multiply-adds, instead of one
 // load each; a column outside the image is skipped, which skips exactly the taps outside. Each pixel still
 // sums its taps in order (for pixel j, tap s = column - U * j rises with the column). Pixels past the
 // block's own (a last, short block) get sums that are never stored.
 // kEdge false: every column inside (no tests).
-template <int S, int U, bool kEdge>
-__attribute__((always_inline)) inline void row_taps(v16 (&a)[kQB], const float* xq, const float* wr, int64_t C,
+template <int S, int U, bool kEdge, int B = int(kQB)>
+__attribute__((always_inline)) inline void row_taps(v16 (&a)[B], const float* xq, const float* wr, int64_t C,
                                                     int c_lo, int c_hi) {
   v16 wv[S];
 #pragma GCC unroll 8
   for (int s = 0; s < S; ++s) load16(wv[s], wr + s * C);
 #pragma GCC unroll 32
-  for (int c = 0; c < U * (int(kQB) - 1) + S; ++c) {
+  for (int c = 0; c < U * (B - 1) + S; ++c) {
     if (kEdge && (c < c_lo || c >= c_hi)) continue;
     v16 xv;
     load16(xv, xq + c * C);
 #pragma GCC unroll 8
     for (int s = 0; s < S; ++s) {
       const int d = c - s;
-      if (d >= 0 && d % U == 0 && d / U < int(kQB)) a[d / U] += xv * wv[s];
+      if (d >= 0 && d % U == 0 && d / U < B) a[d / U] += xv * wv[s];
     }
   }
 }
@@ -160,7 +162,40 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
       // Dilation 1, stride 1 or 2, a 3-, 5- or 7-wide filter: row_taps, each input column read once a row.
       const bool by_columns = dw == 1 && (sw == 1 || sw == 2) && (pb.s == 3 || pb.s == 5 || pb.s == 7);
       const int64_t span = (kQB - 1) * sw + pb.s;  // the input columns a block's taps reach
-      for (int64_t q0 = 0, nb = 0; q0 < Q && cs < cv; q0 += nb) {
+      // A 3-wide filter on rows of a multiple of 8 or of 7 pixels (every layer of MobileNetV2 and EfficientNet-B0):
+      // blocks of that many pixels from the row's start, edges included, all by row_taps, so that no block is
+      // short (the blocks below leave a row of 14 or 28 pixels an edge pixel and a short last block).
+      const int whole_blocks = by_columns && pb.s == 3 ? (Q % kQB == 0 ? int(kQB) : Q % 7 == 0 ? 7 : 0) : 0;
+      const auto rows_of_blocks = [&](auto block) {
+        constexpr int kB = decltype(block)::value;
+        const int64_t span_b = (kB - 1) * sw + 3;
+        for (int64_t q0 = 0; q0 < Q; q0 += kB) {
+          const int64_t col0 = q0 * sw - pw;
+          const int c_lo = int(std::max<int64_t>(0, -col0)), c_hi = int(std::min(span_b, W - col0));
+          const bool edge = c_lo > 0 || c_hi < span_b;
+          for (int64_t c0 = cs; c0 < cv; c0 += 16) {
+            v16 a[kB] = {};
+            for (int64_t r = 0; r < pb.r; ++r) {
+              const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
+              if (h < 0 || h >= H) continue;
+              const float* xq = x + ((n * H + h) * W + col0) * C + c0;
+              const float* wr = wt + r * 3 * C + c0;
+              if (sw == 1) {
+                if (edge) row_taps<3, 1, true, kB>(a, xq, wr, C, c_lo, c_hi);
+                else row_taps<3, 1, false, kB>(a, xq, wr, C, c_lo, c_hi);
+              } else {
+                if (edge) row_taps<3, 2, true, kB>(a, xq, wr, C, c_lo, c_hi);
+                else row_taps<3, 2, false, kB>(a, xq, wr, C, c_lo, c_hi);
+              }
+            }
+#pragma GCC unroll 8
+            for (int64_t j = 0; j < kB; ++j) store16(acc + (q0 + j) * C + c0, a[j]);
+          }
+        }
+      };
+      if (whole_blocks == 8 && cs < cv) rows_of_blocks(std::integral_constant<int, 8>{});
+      if (whole_blocks == 7 && cs < cv) rows_of_blocks(std::integral_constant<int, 7>{});
+      for (int64_t q0 = 0, nb = 0; q0 < Q && cs < cv && whole_blocks == 0; q0 += nb) {
         // 5- and 7-wide filters: blocks of kQB pixels from the row's start, edges included, all by row_taps
         // (a 7x7 image is one block); 3-wide ones: the blocks below, the whole ones by row_taps, the short
         // ones (the edges' and the last) as below (row_taps there lost 8-24% at 14x14 and 28x28).
