@@ -30,14 +30,13 @@
 // measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3): the 26 depthwise layers of MobileNetV2, EfficientNet-B0
 // and ConvNeXt-T in NCHW 0.27-1.91x one thread (geomean 0.98x; 3.53 ms summed against 4.19), 0.67-2.62x two
 // threads (geomean 1.54x; 1.86 against 3.10), the 7x7 planes the slowest (2026-12-05); NHWC the 26 layers'
-// sum 1.52 ms against oneDNN's 1.25 on one thread (0.82x; ConvNeXt-T's 7x7 0.78-1.19x), 0.91 against 0.70 on
-// two; the 3x3 layers 0.66-0.84x on one thread (2026-12-06).
+// sum 1.38 ms on one thread (oneDNN's 1.25 in that day's earlier runs), the 3x3 layers 0.66-0.84x oneDNN
+// (2026-12-06).
 // docs/kernels.md, docs/perf.md.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "common/activation.hpp"
@@ -86,20 +85,46 @@ __attribute__((always_inline)) inline void row_taps(v16 (&a)[B], const float* xq
     }
   }
 }
-// row_taps for the problem's filter width and stride (the pair checked by the caller), with tests where the
-// block has columns outside the image.
-template <bool kEdge>
-__attribute__((always_inline)) inline void row_taps_of(int64_t S, int64_t U, v16 (&a)[kQB], const float* xq,
-                                                       const float* wr, int64_t C, int c_lo, int c_hi) {
-  if (U == 1) {
-    if (S == 3) row_taps<3, 1, kEdge>(a, xq, wr, C, c_lo, c_hi);
-    else if (S == 5) row_taps<5, 1, kEdge>(a, xq, wr, C, c_lo, c_hi);
-    else row_taps<7, 1, kEdge>(a, xq, wr, C, c_lo, c_hi);
-  } else {
-    if (S == 3) row_taps<3, 2, kEdge>(a, xq, wr, C, c_lo, c_hi);
-    else if (S == 5) row_taps<5, 2, kEdge>(a, xq, wr, C, c_lo, c_hi);
-    else row_taps<7, 2, kEdge>(a, xq, wr, C, c_lo, c_hi);
+// A block of nb <= B pixels of one output row by row_taps (dilation 1 along W, stride U, an S-wide filter), every
+// vector channel [cs, cv): the input columns its filter rows reach read once each, tested against the image's
+// edges only where the block reaches past one; the sums stored in acc (the row's [Q][C] buffer), pixels past nb
+// not stored. A function of its own for each (S, U, B), so that each compiles as one loop nest.
+struct BlockRow {
+  const float* x;   // the input
+  const float* wt;  // the filters as [r][s][c]
+  float* acc;       // the output row's sums, [Q][C]
+  int64_t n, p, H, W, C, R, stride_h, pad_h, dilation_h, pad_w, cs, cv;
+};
+template <int S, int U, int B>
+__attribute__((noinline)) void block_by_columns(const BlockRow& k, int64_t q0, int64_t nb) {
+  constexpr int64_t span = (B - 1) * U + S;  // the input columns the block's taps reach
+  const int64_t col0 = q0 * U - k.pad_w;     // its first (tap 0 of pixel 0)
+  const int c_lo = int(std::max<int64_t>(0, -col0)), c_hi = int(std::min(span, k.W - col0));
+  const bool edge = c_lo > 0 || c_hi < span;
+  for (int64_t c0 = k.cs; c0 < k.cv; c0 += 16) {
+    v16 a[B] = {};
+    for (int64_t r = 0; r < k.R; ++r) {
+      const int64_t h = k.p * k.stride_h - k.pad_h + r * k.dilation_h;
+      if (h < 0 || h >= k.H) continue;
+      const float* xq = k.x + ((k.n * k.H + h) * k.W + col0) * k.C + c0;
+      const float* wr = k.wt + r * S * k.C + c0;
+      if (edge)
+        row_taps<S, U, true, B>(a, xq, wr, k.C, c_lo, c_hi);
+      else
+        row_taps<S, U, false, B>(a, xq, wr, k.C, c_lo, c_hi);
+    }
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < B; ++j)
+      if (j < nb) store16(k.acc + (q0 + j) * k.C + c0, a[j]);
   }
+}
+using BlockFn = void (*)(const BlockRow&, int64_t, int64_t);
+// block_by_columns for an S of 3, 5 or 7 and a U of 1 or 2 (checked by the caller).
+template <int B>
+BlockFn block_fn(int64_t S, int64_t U) {
+  if (U == 1)
+    return S == 3 ? block_by_columns<3, 1, B> : S == 5 ? block_by_columns<5, 1, B> : block_by_columns<7, 1, B>;
+  return S == 3 ? block_by_columns<3, 2, B> : S == 5 ? block_by_columns<5, 2, B> : block_by_columns<7, 2, B>;
 }
 
 // The part of the epilogue after the sum, for n outputs of one channel (NCHW: bias[k] for all) starting at
@@ -161,65 +186,23 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
       const int64_t in_lo = std::min(Q, pw <= 0 ? 0 : (pw + sw - 1) / sw);  // q*sw - pw >= 0
       // Dilation 1, stride 1 or 2, a 3-, 5- or 7-wide filter: row_taps, each input column read once a row.
       const bool by_columns = dw == 1 && (sw == 1 || sw == 2) && (pb.s == 3 || pb.s == 5 || pb.s == 7);
-      const int64_t span = (kQB - 1) * sw + pb.s;  // the input columns a block's taps reach
-      // A 3-wide filter on rows of a multiple of 8 or of 7 pixels (every layer of MobileNetV2 and EfficientNet-B0):
-      // blocks of that many pixels from the row's start, edges included, all by row_taps, so that no block is
-      // short (the blocks below leave a row of 14 or 28 pixels an edge pixel and a short last block).
-      const int whole_blocks = by_columns && pb.s == 3 ? (Q % kQB == 0 ? int(kQB) : Q % 7 == 0 ? 7 : 0) : 0;
-      const auto rows_of_blocks = [&](auto block) {
-        constexpr int kB = decltype(block)::value;
-        const int64_t span_b = (kB - 1) * sw + 3;
-        for (int64_t q0 = 0; q0 < Q; q0 += kB) {
-          const int64_t col0 = q0 * sw - pw;
-          const int c_lo = int(std::max<int64_t>(0, -col0)), c_hi = int(std::min(span_b, W - col0));
-          const bool edge = c_lo > 0 || c_hi < span_b;
-          for (int64_t c0 = cs; c0 < cv; c0 += 16) {
-            v16 a[kB] = {};
-            for (int64_t r = 0; r < pb.r; ++r) {
-              const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
-              if (h < 0 || h >= H) continue;
-              const float* xq = x + ((n * H + h) * W + col0) * C + c0;
-              const float* wr = wt + r * 3 * C + c0;
-              if (sw == 1) {
-                if (edge) row_taps<3, 1, true, kB>(a, xq, wr, C, c_lo, c_hi);
-                else row_taps<3, 1, false, kB>(a, xq, wr, C, c_lo, c_hi);
-              } else {
-                if (edge) row_taps<3, 2, true, kB>(a, xq, wr, C, c_lo, c_hi);
-                else row_taps<3, 2, false, kB>(a, xq, wr, C, c_lo, c_hi);
-              }
-            }
-#pragma GCC unroll 8
-            for (int64_t j = 0; j < kB; ++j) store16(acc + (q0 + j) * C + c0, a[j]);
-          }
-        }
-      };
-      if (whole_blocks == 8 && cs < cv) rows_of_blocks(std::integral_constant<int, 8>{});
-      if (whole_blocks == 7 && cs < cv) rows_of_blocks(std::integral_constant<int, 7>{});
-      for (int64_t q0 = 0, nb = 0; q0 < Q && cs < cv && whole_blocks == 0; q0 += nb) {
-        // 5- and 7-wide filters: blocks of kQB pixels from the row's start, edges included, all by row_taps
-        // (a 7x7 image is one block); 3-wide ones: the blocks below, the whole ones by row_taps, the short
-        // ones (the edges' and the last) as below (row_taps there lost 8-24% at 14x14 and 28x28).
-        nb = by_columns && pb.s != 3 ? std::min(kQB, Q - q0) : std::min(kQB, (q0 < in_lo ? in_lo : Q) - q0);
-        if (by_columns && (pb.s != 3 || nb == kQB)) {
-          const int64_t col0 = q0 * sw - pw;  // the block's first input column (tap 0 of pixel 0)
-          const int c_lo = int(std::max<int64_t>(0, -col0)), c_hi = int(std::min(span, W - col0));
-          const bool edge = c_lo > 0 || c_hi < span;
-          for (int64_t c0 = cs; c0 < cv; c0 += 16) {
-            v16 a[kQB] = {};
-            for (int64_t r = 0; r < pb.r; ++r) {
-              const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
-              if (h < 0 || h >= H) continue;
-              const float* xq = x + ((n * H + h) * W + col0) * C + c0;
-              const float* wr = wt + r * pb.s * C + c0;
-              if (edge)
-                row_taps_of<true>(pb.s, sw, a, xq, wr, C, c_lo, c_hi);
-              else
-                row_taps_of<false>(pb.s, sw, a, xq, wr, C, c_lo, c_hi);
-            }
-#pragma GCC unroll 8
-            for (int64_t j = 0; j < kQB; ++j)
-              if (j < nb) store16(acc + (q0 + j) * C + c0, a[j]);
-          }
+      // Blocks from the row's start, edges included, all by row_taps: 5- and 7-wide filters in blocks of kQB (a
+      // 7x7 image is one block; a short last block computes pixels it does not store); 3-wide ones on rows of a
+      // multiple of 8 or of 7 pixels (every layer of MobileNetV2 and EfficientNet-B0) in blocks of that many, so
+      // that none is short. Other 3x3 rows take the blocks below: an edge pixel and a short last block on the
+      // per-pixel path, the whole blocks between by row_taps (from the row's start, the short 3x3 edge and tail
+      // blocks of 8 lost 8-24% at 14x14 and 28x28).
+      const int64_t from_start = !by_columns ? 0 : pb.s != 3 || Q % kQB == 0 ? kQB : Q % 7 == 0 ? 7 : 0;
+      const BlockRow blk{x, wt, acc, n, p, H, W, C, pb.r, pb.stride_h, pb.pad_h, pb.dilation_h, pw, cs, cv};
+      if (from_start != 0 && cs < cv) {
+        const BlockFn f = from_start == 7 ? block_fn<7>(pb.s, sw) : block_fn<int(kQB)>(pb.s, sw);
+        for (int64_t q0 = 0; q0 < Q; q0 += from_start) f(blk, q0, std::min(from_start, Q - q0));
+      }
+      const BlockFn whole = by_columns ? block_fn<int(kQB)>(pb.s, sw) : nullptr;
+      for (int64_t q0 = 0, nb = 0; q0 < Q && cs < cv && from_start == 0; q0 += nb) {
+        nb = std::min(kQB, (q0 < in_lo ? in_lo : Q) - q0);
+        if (whole != nullptr && nb == kQB) {
+          whole(blk, q0, kQB);
           continue;
         }
         int64_t s_lo[kQB], s_hi[kQB], sf_lo = 0, sf_hi = pb.s;
