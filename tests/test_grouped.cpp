@@ -258,7 +258,13 @@ const char* kCpuGroupedSpecs[] = {
     "n2c32h33w32k32r3s3p1g8",      "n1c64h40w20k64r3s3p3d2u2g16", "n3c48h21w48k48r5s5p2g3",
     // C off the 16-channel slices: the last slice partly past C (RegNet's 104 channels, 8 a group)
     "n1c24h9w11k24r3s3p1g3",       "n2c40h7w17k40r3s3p1u2g10",     "n1c104h10w10k104r3s3p1g13",
-    "n1c18h8w8k18r3s3p1g9"};
+    "n1c18h8w8k18r3s3p1g9",
+    // 16-64 channels a group at 3 taps a row, stride 1 along W: rows in blocks of 1-8 pixels, one row or two
+    // at a time (odd row counts), one slice or two of a group, padding 0 to past R/2, stride 2 and dilation 2
+    // down the rows only, R of 1 and 5
+    "n2c64h9w13k64r3s3p1g4",       "n1c64h7w7k64r3s3p1g2",         "n1c96h6w22k96r3s3p0g2",
+    "n2c128h5w17k128r3s3p2g2",     "n1c32h11w9k32r3s3p1uh2dh2g2",  "n1c64h4w1k64r3s3p1g4",
+    "n1c32h3w10k32r5s3ph2pw1g2",   "n1c32h6w9k32r1s3ph0pw1g2"};
 
 const Algorithm* cpu_grouped() { return find_algorithm("cpu_grouped"); }
 

@@ -9,11 +9,14 @@
 //     group's lanes (lane l takes channel (l / Cg) * Cg + c), multiplied by the filter values of the lanes'
 //     output channels for that c. No multiply on a zero, unlike a block-diagonal filter.
 //   Cg a multiple of 16 (a vector within one group): input channel c of the group broadcast, times the 16
-//     output channels' filter values.
+//     output channels' filter values. Where the filter rows have 3 taps read at stride 1 along W (ResNeXt's
+//     3x3), a broadcast value feeds the up to 3 output pixels of its row that read it (row_block_sums), and
+//     with one slice a group two output rows at a time (two_row_block_sums).
 // Work mapping: OpenMP over units of (image, output rows, 16-channel slices), a slice at a time within a
 // unit (its filters stay in L1 over the unit's rows). The shuffle path: per row, blocks of 8 output pixels
-// (the row's rest in blocks of 4, 2 and 1); the broadcast path: the unit's pixels as one list in blocks of 8;
-// one accumulator a pixel over every tap and channel, the padding read as zeros. A unit's sums ([pixels]
+// (the row's rest in blocks of 4, 2 and 1); the broadcast path: a row in blocks of up to 8 of equal size
+// (3-tap rows at stride 1 along W), else the unit's pixels as one list in blocks of 8; one accumulator a pixel
+// over every tap and channel, the padding read as zeros. A unit's sums ([pixels]
 // [channels] floats a thread) then go through the epilogue (epilogue_span.hpp) into the output: a pixel's
 // channels in NHWC; in NCHW, transposed 16 x 16 at a time in registers, a channel's pixels of the unit.
 // Where the input is not read in place (NCHW, 16-bit), a unit first stages the input rows and channels it
@@ -25,10 +28,11 @@
 // Needs K = C (Cg = Kg), groups > 1, Cg of 2, 4, 8 or a multiple of 16. Where C is not a multiple of 16 (2-8
 // channels a group: RegNet's 104 and 440), the last slice is partly past C: its filters there are zeros, its
 // staged input there zeros, and its lanes there are not stored.
-// measured (2-vCPU AMD EPYC, batch 1, float32, ms, oneDNN in brackets; docs/perf.md 2026-12-05): ResNeXt-50 at
-// 160x160, NHWC: 128@40 (4 channels a group) 0.083 (0.135), 256@20 (8) 0.061 (0.068), 512@10 (16) 0.068
-// (0.035), 1024@5 (32) 0.061 (0.031); NCHW 0.136 (0.173), 0.084 (0.073), 0.075 (0.039), 0.082 (0.044).
+// measured (2-vCPU AMD EPYC, batch 1, float32, 2 threads, ms, oneDNN in brackets; docs/perf.md 2026-12-06):
+// ResNeXt-50 at 224x224, NHWC: 128@56 (4 channels a group) 0.135 (0.260), 256@28 (8) 0.110 (0.127), 512@14
+// (16) 0.076 (0.060), 1024@7 (32) 0.069 (0.055), 512@28 s2 (16) 0.120 (0.103), 1024@14 s2 (32) 0.085 (0.061).
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -217,6 +221,131 @@ void flat_block_sums(const Geometry& g, const View& v, const float* wp, const fl
       store16(v.sums + (i0 + j) * v.sk + (k0 + e * kL - v.k0), acc[e][j]);
 }
 
+// The broadcast path for 3-tap rows read at stride 1 (ResNeXt's 3x3 layers of 16 and 32 channels a group):
+// the sums of output pixels q0 .. q0 + B - 1 of row p, slices sl .. sl + MS - 1 (of one group), into out[q *
+// sk + k - k0] (out: row p's first pixel in the unit's sums). An input value broadcast feeds the up to three
+// output pixels of the row whose taps read it (acc[t - s] with tap s's filter vector), where the flat list
+// fed it to one: one broadcast load for 3 multiply-adds instead of one for each, and the three taps' filter
+// vectors loaded once a channel for the B pixels. B + 2 input columns a filter row, the padding read as zeros.
+template <int MS, int B>
+void row_block_sums(const Geometry& g, const View& v, const float* wp, const float* zeros, int64_t p, int64_t q0,
+                    int64_t sl, float* out) {
+  constexpr int S = 3, T = B + S - 1;
+  const int64_t taps = g.r * S, k0 = sl * kL, ci0 = k0 / g.cg * g.cg, slice_stride = taps * g.cg * kL;
+  v16 acc[MS][B];
+  for (auto& row : acc)
+    for (auto& a : row) a = v16{};
+  for (int64_t r = 0; r < g.r; ++r) {
+    const int64_t h = p * g.su - g.pu + r * g.du;
+    if (h < 0 || h >= g.h) continue;
+    const float* xr = v.x + (h - v.h0) * g.w * v.xc + (ci0 - v.c0);
+    const float* px[T];  // input columns q0 - pv .. q0 - pv + B + 1 (zeros in the padding)
+    for (int t = 0; t < T; ++t) {
+      const int64_t w = q0 - g.pv + t;
+      px[t] = w >= 0 && w < g.w ? xr + w * v.xc : zeros;
+    }
+    const float* wt = wp + (sl * taps + r * S) * g.cg * kL;  // tap (r, 0); tap (r, s) g.cg * kL floats on
+    for (int64_t c = 0; c < g.cg; ++c) {
+      v16 wv[MS][S];
+      for (int e = 0; e < MS; ++e)
+        for (int s = 0; s < S; ++s) load16(wv[e][s], wt + e * slice_stride + s * g.cg * kL + c * kL);
+      for (int t = 0; t < T; ++t) {
+        const float xv = px[t][c];
+        for (int s = 0; s < S; ++s) {
+          const int j = t - s;
+          if (j >= 0 && j < B)
+            for (int e = 0; e < MS; ++e) acc[e][j] += xv * wv[e][s];
+        }
+      }
+    }
+  }
+  for (int e = 0; e < MS; ++e)
+    for (int j = 0; j < B; ++j) store16(out + (q0 + j) * v.sk + (k0 + e * kL - v.k0), acc[e][j]);
+}
+
+// One input row's taps for output rows p (A: filter row wa) and p + 1 (N: filter row wn) at once, stride 1
+// down the rows: acc[0] and acc[1], B pixels each, from the row's B + 2 columns px.
+template <int B, bool A, bool N>
+[[gnu::always_inline]] inline void two_row_taps(v16 (&acc)[2][B], const float* const (&px)[B + 2], const float* wa,
+                                                const float* wn, int64_t cg) {
+  constexpr int S = 3;
+  for (int64_t c = 0; c < cg; ++c) {
+    v16 va[S], vn[S];
+    for (int s = 0; s < S; ++s) {
+      if constexpr (A) load16(va[s], wa + s * cg * kL + c * kL);
+      if constexpr (N) load16(vn[s], wn + s * cg * kL + c * kL);
+    }
+    for (int t = 0; t < B + 2; ++t) {
+      const float xv = px[t][c];
+      for (int s = 0; s < S; ++s) {
+        const int j = t - s;
+        if (j < 0 || j >= B) continue;
+        if constexpr (A) acc[0][j] += xv * va[s];
+        if constexpr (N) acc[1][j] += xv * vn[s];
+      }
+    }
+  }
+}
+
+// row_block_sums<1, B> for output rows p and p + 1 together where the rows are read at stride 1 without
+// dilation (ResNeXt's 16 channels a group, one slice a group): each input row's broadcast values feed both
+// rows' sums, 2 x B of them in registers where one row had B (8 sums a row left the multiply-adds waiting on
+// their own chains: 3 dependent ones a sum per channel). out: row p's first pixel; row p + 1's follows q on.
+template <int B>
+void two_row_block_sums(const Geometry& g, const View& v, const float* wp, const float* zeros, int64_t p,
+                        int64_t q0, int64_t sl, float* out) {
+  constexpr int S = 3, T = B + S - 1;
+  const int64_t taps = g.r * S, k0 = sl * kL, ci0 = k0 / g.cg * g.cg;
+  v16 acc[2][B];
+  for (auto& row : acc)
+    for (auto& a : row) a = v16{};
+  for (int64_t i = 0; i <= g.r; ++i) {  // input row p - pu + i: filter row i of row p, i - 1 of row p + 1
+    const int64_t h = p - g.pu + i;
+    if (h < 0 || h >= g.h) continue;
+    const float* xr = v.x + (h - v.h0) * g.w * v.xc + (ci0 - v.c0);
+    const float* px[T];
+    for (int t = 0; t < T; ++t) {
+      const int64_t w = q0 - g.pv + t;
+      px[t] = w >= 0 && w < g.w ? xr + w * v.xc : zeros;
+    }
+    const float* wa = wp + (sl * taps + i * S) * g.cg * kL;
+    const float* wn = wa - S * g.cg * kL;
+    if (i == 0)
+      two_row_taps<B, true, false>(acc, px, wa, wn, g.cg);
+    else if (i == g.r)
+      two_row_taps<B, false, true>(acc, px, wa, wn, g.cg);
+    else
+      two_row_taps<B, true, true>(acc, px, wa, wn, g.cg);
+  }
+  for (int e = 0; e < 2; ++e)
+    for (int j = 0; j < B; ++j) store16(out + (e * g.q + q0 + j) * v.sk + (k0 - v.k0), acc[e][j]);
+}
+
+// Row p's pixels (rows p and p + 1 where two) in as few blocks of at most 8 pixels as hold them, of equal
+// sizes (14 pixels two blocks of 7, 20 three of 6, 7 and 7), slices sl .. sl + MS - 1: by row_block_sums<MS>,
+// or two_row_block_sums (MS = 1). A block of B pixels keeps B x MS sums (two rows: 2 x B) in registers with
+// the 3 x MS filter vectors (two rows: 6), at most 23 of the 32 AVX-512 registers.
+template <int MS, size_t... B>
+constexpr auto row_block_table(std::index_sequence<B...>) {
+  return std::array{&row_block_sums<MS, int(B) + 1>...};
+}
+template <size_t... B>
+constexpr auto two_row_block_table(std::index_sequence<B...>) {
+  return std::array{&two_row_block_sums<int(B) + 1>...};
+}
+template <int MS>
+void row_sums(const Geometry& g, const View& v, const float* wp, const float* zeros, int64_t p, int64_t sl,
+              float* out, bool two) {
+  static constexpr auto one_row = row_block_table<MS>(std::make_index_sequence<kQB>{});
+  static constexpr auto two_rows = two_row_block_table(std::make_index_sequence<kQB>{});
+  const int64_t blocks = (g.q + kQB - 1) / kQB;
+  for (int64_t b = 0, q0 = 0; b < blocks; ++b) {
+    const int64_t q1 = (b + 1) * g.q / blocks;
+    (two ? two_rows : one_row)[q1 - q0 - 1](g, v, wp, zeros, p, q0, sl, out);
+    q0 = q1;
+  }
+}
+
 // The sums of output rows [p0, p1) and slices [sl0, sl1) into the unit's sums, a slice at a time (its
 // filters stay in L1 over the rows). The shuffle path: per row, blocks of 8 pixels, the rest in blocks of
 // 4, 2 and 1 (a last block of 8 on a row of 10 pixels, ResNeXt-50's 512-channel layers at 160x160, computed
@@ -226,9 +355,19 @@ void unit_sums(const Geometry& g, const View& v, const float* wp, const float* z
                int64_t sl0, int64_t sl1) {
   if constexpr (CG == 0) {
     const int64_t m = (p1 - p0) * g.q;
+    const bool rows = g.s == 3 && g.sv == 1 && g.dv == 1;  // row_block_sums' case
     for (int64_t sl = sl0; sl < sl1;) {
       const bool pair = sl + 1 < sl1 && (sl * kL) / g.cg == ((sl + 1) * kL) / g.cg;  // two slices of one group
-      for (int64_t i0 = 0; i0 < m; i0 += kQB) {
+      for (int64_t p = p0; rows && p < p1;) {
+        float* out = v.sums + (p - p0) * g.q * v.sk;
+        const bool two = !pair && g.su == 1 && g.du == 1 && p + 1 < p1;  // two_row_block_sums' case
+        if (pair)
+          row_sums<2>(g, v, wp, zeros, p, sl, out, false);
+        else
+          row_sums<1>(g, v, wp, zeros, p, sl, out, two);
+        p += two ? 2 : 1;
+      }
+      for (int64_t i0 = 0; !rows && i0 < m; i0 += kQB) {
         if (pair)
           flat_block_sums<2>(g, v, wp, zeros, p0, i0, m, sl);
         else
