@@ -1,6 +1,7 @@
 // cpu_im2col_gemm beyond the shared sweeps: the shapes that take its other paths. Deep layers of few pixels
 // and many output channels (float32: the threads split the output channels, the column matrix built by all of
-// them; bfloat16: the columns packed and the weight read as it is, odd reductions included); bfloat16 NHWC on
+// them; bfloat16: the columns packed and the weight read as it is, odd reductions included, several images a
+// GEMM); bfloat16 NHWC on
 // the dot product (the input itself as the column matrix for 1x1 layers with an even
 // channel count a group, 16-bit columns padded to an even reduction otherwise, output channel counts off its
 // 32-column blocks, groups); float32 NHWC batches in GEMMs of several images (3 images of 40x40x128 in two
@@ -22,7 +23,11 @@ const char* kSpecs[] = {
     "n1c32h9w7k96r3s3p1u2",       "n1c64h6w6k128r3s3p1g2",       "n1c96h3w5k160r3s3p2d2",
     "n1c3h11w11k40r3s3p1",        "n1c7h6w6k33r1s1",             "n2c16h9w9k72r3s3p1",
     "n1c24h8w8k48r1s1g2",         "n1c130h4w4k70r3s1ph1pw0",     "n1c256h2w2k512r3s3p1",
-    "n1c33h5w5k64r3s3p1",         "n3c64h4w4k96r1s1",            "n3c128h40w40k16r3s3p1"};
+    "n1c33h5w5k64r3s3p1",         "n3c64h4w4k96r1s1",            "n3c128h40w40k16r3s3p1",
+    // bfloat16's turned path over several images a GEMM: two 32-row blocks, chunks of 8 rows across images,
+    // a last fold of fewer images, stride 2, an odd reduction, one image a fold (36 pixels), 1x1 in place
+    "n5c64h3w3k128r3s3p1",        "n9c32h4w5k64r3s3p1u2",        "n5c40h5w5k96r3s3p1",
+    "n3c33h3w3k64r3s3p1",         "n3c48h6w6k64r3s3p1",          "n7c64h2w3k64r1s1"};
 
 int check(DType dt, Layout l, ckt::Fill fill, double bound, uint32_t seed) {
   const Algorithm* a = find_algorithm("cpu_im2col_gemm");

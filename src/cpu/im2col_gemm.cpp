@@ -53,7 +53,8 @@ struct DotPlan {
   int64_t crs = 0, crse = 0;  // R*S*Cg and it rounded up to even
   bool direct = false;
   bool turned = false;        // few pixels: the columns packed, the weight read as it is (gemm_bf16_turned)
-  int64_t packed = 0;         // packed elements: the weight a group, or (turned) an image's columns
+  int64_t fold = 1;           // turned: images a GEMM (their pixels consecutive rows), at most kTurnedPixels rows
+  int64_t packed = 0;         // packed elements: the weight a group, or (turned) the fold's columns
   size_t bytes = 0;           // workspace: an image's float32 output, the packed operand, the column matrix
 };
 
@@ -62,7 +63,10 @@ struct DotPlan {
 // much as its product (ResNet-50's 512 -> 512 3x3 at 5x5: 2.4 M weight elements for 25 pixels). Measured
 // (2 Zen 4 threads, batch 1, through the op, ms, packed weight -> turned, torch's oneDNN): 512 3x3 at 5x5
 // 0.56 -> 0.41 (0.62-0.70), 1024 -> 2048 1x1 at 5x5 -> 0.40 (1.02), 2048 -> 512 1x1 -> 0.23 (0.92); at 10x10
-// (100 pixels) turned was slower: 256 -> 1024 1x1 0.18 -> 0.34, 256 3x3 0.37 -> 0.40.
+// (100 pixels) turned was slower: 256 -> 1024 1x1 0.18 -> 0.34, 256 3x3 0.37 -> 0.40. Several images of
+// few pixels are one turned GEMM of up to kTurnedPixels rows (their pixels consecutive rows of the columns and
+// of the output), so that the weight is read once for them, not once an image (ResNet-18's 512 3x3 at 2x2,
+// batch 8: eight passes over its 2.4 M weight elements for 4 rows each).
 constexpr int64_t kTurnedPixels = 64, kTurnedChannels = 64;
 
 DotPlan dot_plan(const Conv2dProblem& p) {
@@ -73,8 +77,9 @@ DotPlan dot_plan(const Conv2dProblem& p) {
              p.c_per_group() % 2 == 0;
   const int64_t PQ = p.p() * p.q();
   d.turned = PQ <= kTurnedPixels && p.k_per_group() >= kTurnedChannels && p.k < (int64_t(1) << 25);
-  d.packed = d.turned ? gemm_bf16_packed_elems(PQ, d.crse) : gemm_bf16_packed_elems(p.k_per_group(), d.crse);
-  const size_t pq = size_t(PQ), copies = d.turned ? 1 : size_t(p.groups);
+  if (d.turned) d.fold = std::clamp<int64_t>(kTurnedPixels / std::max<int64_t>(1, PQ), 1, std::max<int64_t>(1, p.n));
+  d.packed = d.turned ? gemm_bf16_packed_elems(d.fold * PQ, d.crse) : gemm_bf16_packed_elems(p.k_per_group(), d.crse);
+  const size_t pq = size_t(d.fold * PQ), copies = d.turned ? 1 : size_t(p.groups);
   d.bytes = sizeof(float) * pq * size_t(p.k) + sizeof(uint16_t) * (copies * size_t(d.packed) + (d.direct ? 0 : pq * size_t(d.crse)));
   return d;
 }
@@ -348,8 +353,9 @@ class CpuIm2colGemm final : public Algorithm {
 
   // bfloat16 NHWC on gemm_bf16: the weight packed once a call (threads share the blocks), then as run16 with
   // 16-bit columns (or the input itself) and the float32 output of the thread's band rounded by the epilogue.
-  // The bfloat16 paths' operands and workspace: an image's float32 output [PQ][K], the packed operand (the
-  // weight of every group, or an image's columns where turned), the column matrix [PQ][crse].
+  // The bfloat16 paths' operands and workspace: an image's float32 output [PQ][K] (turned: the fold's), the
+  // packed operand (the weight of every group, or the fold's columns where turned), the column matrix [PQ][crse]
+  // (turned: the fold's).
   struct Dot16 {
     const uint16_t *x, *w, *bias, *res;
     uint16_t* y;
@@ -368,7 +374,7 @@ class CpuIm2colGemm final : public Algorithm {
     d.PQ = pb.p() * pb.q(), d.G = pb.groups, d.Cg = pb.c_per_group(), d.Kg = pb.k_per_group();
     d.in_img = pb.c * pb.h * pb.w, d.out_img = pb.k * d.PQ;
     d.yf = static_cast<float*>(call.workspace);
-    d.packed = reinterpret_cast<uint16_t*>(d.yf + d.PQ * pb.k);
+    d.packed = reinterpret_cast<uint16_t*>(d.yf + dp.fold * d.PQ * pb.k);
     d.col = d.packed + (dp.turned ? 1 : d.G) * dp.packed;
     return d;
   }
@@ -407,9 +413,10 @@ class CpuIm2colGemm final : public Algorithm {
     }
   }
 
-  // The turned bfloat16 path (few pixels, many output channels): per image and group, the columns built and
-  // packed by all threads together, then each thread multiplies them by its range of output channels, the
-  // weight's rows read as they are (gemm_bf16_turned), and finishes those channels.
+  // The turned bfloat16 path (few pixels, many output channels): per fold of images (dp.fold, their pixels
+  // consecutive rows) and group, the columns built and packed by all threads together, then each thread
+  // multiplies them by its range of output channels, the weight's rows read as they are (gemm_bf16_turned),
+  // and finishes those channels.
   void run_bf16_turned(const ConvCall& call, const DotPlan& dp) const {
     const Conv2dProblem& pb = call.problem;
     const Epilogue& e = call.epilogue;
@@ -418,31 +425,38 @@ class CpuIm2colGemm final : public Algorithm {
     uint16_t *y = d.y, *packed = d.packed, *col = d.col;
     float* yf = d.yf;
     const int64_t PQ = d.PQ, G = d.G, Cg = d.Cg, Kg = d.Kg, in_img = d.in_img, out_img = d.out_img;
-    const int64_t blocks = (PQ + kGemmBf16Cols - 1) / kGemmBf16Cols;
 #pragma omp parallel
     {
       const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
       const int64_t k0 = Kg / 8 * t / nt * 8, k1 = t + 1 == nt ? Kg : Kg / 8 * (t + 1) / nt * 8, kb = k1 - k0;
-      for (int64_t n = 0; n < pb.n; ++n)
+      for (int64_t n0 = 0; n0 < pb.n; n0 += dp.fold) {
+        const int64_t images = std::min(dp.fold, pb.n - n0), M = images * PQ;
+        const int64_t blocks = (M + kGemmBf16Cols - 1) / kGemmBf16Cols;
         for (int64_t g = 0; g < G; ++g) {
-          const uint16_t* xn = x + n * in_img;
           if (!dp.direct) {
 #pragma omp for schedule(static)
-            for (int64_t c0 = 0; c0 < PQ; c0 += 8) im2col_nhwc(pb, xn, DType::bf16, g, col, dp.crse, c0, std::min(PQ, c0 + 8));
+            for (int64_t r0 = 0; r0 < M; r0 += 8) {  // rows r0 .. r0 + 7 of the fold: image r0 / PQ's pixels
+              for (int64_t r = r0; r < std::min(M, r0 + 8);) {
+                const int64_t i = r / PQ, c0 = r % PQ, c1 = std::min(PQ, c0 + std::min(M, r0 + 8) - r);
+                im2col_nhwc(pb, x + (n0 + i) * in_img, DType::bf16, g, col + i * PQ * dp.crse, dp.crse, c0, c1);
+                r += c1 - c0;
+              }
+            }
           }
-          const uint16_t* a = dp.direct ? xn + g * Cg : col;
+          const uint16_t* a = dp.direct ? x + n0 * in_img + g * Cg : col;  // NHWC: the images' pixels in a row
 #pragma omp for schedule(static)
           for (int64_t ib = 0; ib < blocks; ++ib)
-            gemm_bf16_pack(a, dp.direct ? pb.c : dp.crse, PQ, dp.crse, dp.crse, packed, ib, ib + 1);
+            gemm_bf16_pack(a, dp.direct ? pb.c : dp.crse, M, dp.crse, dp.crse, packed, ib, ib + 1);
           if (kb > 0) {
             float* yg = yf + g * Kg;
-            gemm_bf16_turned(packed, w + g * Kg * dp.crs, dp.crs, dp.crs, PQ, k0, k1, dp.crse, e.alpha, yg, pb.k);
-            const int64_t off = n * out_img + g * Kg + k0;
+            gemm_bf16_turned(packed, w + g * Kg * dp.crs, dp.crs, dp.crs, M, k0, k1, dp.crse, e.alpha, yg, pb.k);
+            const int64_t off = n0 * out_img + g * Kg + k0;
             finish_block(e, DType::bf16, yg + k0, pb.k, y + off, res ? res + off : nullptr,
-                         bias ? bias + g * Kg + k0 : nullptr, PQ, kb, pb.k, false);
+                         bias ? bias + g * Kg + k0 : nullptr, M, kb, pb.k, false);
           }
 #pragma omp barrier
         }
+      }
     }
   }
 #else
