@@ -13,8 +13,8 @@
 // Workspace (allocated here): the column matrix of an image, and for 16-bit tensors grad_out of an image
 // and the float32 gradient.
 #include <algorithm>
+#include <memory>
 #include <string>
-#include <vector>
 
 #include "common/element.hpp"
 #include "convkit/backward.hpp"
@@ -65,10 +65,12 @@ void cpu_wgrad_gemm(const Conv2dProblem& pb, const TensorView& x, const TensorVi
   constexpr int64_t kFoldFloats = int64_t(1) << 22;
   const int64_t fold = nhwc ? std::clamp<int64_t>(kFoldFloats / std::max<int64_t>(1, PQ * CRS), 1, pb.n) : 1;
   const int64_t rows_max = fold * PQ;
-  std::vector<float> col(size_t(rows_max * CRS));
-  std::vector<float> gzf(f32 ? 0 : size_t(rows_max * pb.k));  // grad_out of the images, widened, the layout's order
-  std::vector<float> acc(f32 ? 0 : size_t(pb.k * CRS));       // the float32 gradient, the weight's order
-  float* out = f32 ? static_cast<float*>(gw.data) : acc.data();
+  // (not zero-filled: every element is written before it is read; a zero-filled float32 gradient of 2.4 M
+  // elements cost as much as its GEMM)
+  const std::unique_ptr<float[]> col(new float[size_t(rows_max * CRS)]);
+  const std::unique_ptr<float[]> gzf(f32 ? nullptr : new float[size_t(rows_max * pb.k)]);  // grad_out, widened
+  const std::unique_ptr<float[]> acc(f32 ? nullptr : new float[size_t(pb.k * CRS)]);  // the float32 gradient
+  float* out = f32 ? static_cast<float*>(gw.data) : acc.get();
   single_threaded_blas();
 #pragma omp parallel
   {
@@ -81,17 +83,17 @@ void cpu_wgrad_gemm(const Conv2dProblem& pb, const TensorView& x, const TensorVi
         const int64_t total = rows * pb.k;
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < total; i += 4096)
-          copy_elements(g16 + i, gzf.data() + i, std::min<int64_t>(4096, total - i), gz.dtype);
+          copy_elements(g16 + i, gzf.get() + i, std::min<int64_t>(4096, total - i), gz.dtype);
       }
       // grad_out of the images: [rows][K] (NHWC) or [K][PQ] (NCHW, one image)
-      const float* gn = f32 ? static_cast<const float*>(gz.data) + n0 * PQ * pb.k : gzf.data();
+      const float* gn = f32 ? static_cast<const float*>(gz.data) + n0 * PQ * pb.k : gzf.get();
       for (int64_t g = 0; g < G; ++g) {
 #pragma omp for schedule(static)
         for (int64_t c0 = 0; c0 < rows; c0 += 16) {
           const int64_t c1 = std::min(rows, c0 + 16);
           for (int64_t i = c0; i < c1;) {  // (a band may span two images)
             const int64_t n = n0 + i / PQ, pq0 = i % PQ, pq1 = std::min(PQ, pq0 + (c1 - i));
-            columns(pb, x, n, g, col.data() + (i - pq0) * (nhwc ? CRS : 1), pq0, pq1);
+            columns(pb, x, n, g, col.get() + (i - pq0) * (nhwc ? CRS : 1), pq0, pq1);
             i += pq1 - pq0;
           }
         }
@@ -100,17 +102,26 @@ void cpu_wgrad_gemm(const Conv2dProblem& pb, const TensorView& x, const TensorVi
           const float beta = n0 == 0 ? 0.0f : 1.0f;
           if (nhwc)  // o[kb, CRS] (+)= gn[rows, g*Kg + k0 ..]^T x col[rows, CRS]
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(kb), int(CRS), int(rows), 1.0f,
-                        gn + g * Kg + k0, int(pb.k), col.data(), int(CRS), beta, o, int(CRS));
+                        gn + g * Kg + k0, int(pb.k), col.get(), int(CRS), beta, o, int(CRS));
           else  // o[kb, CRS] (+)= gn[g*Kg + k0 .., PQ] x col[CRS, PQ]^T
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(kb), int(CRS), int(PQ), 1.0f,
-                        gn + (g * Kg + k0) * PQ, int(PQ), col.data(), int(PQ), beta, o, int(CRS));
+                        gn + (g * Kg + k0) * PQ, int(PQ), col.get(), int(PQ), beta, o, int(CRS));
         }
 #pragma omp barrier
       }
     }
-    if (!f32) {
+    if (!f32) {  // rounded once to the 16-bit dtype, the dtype's branch outside the loop
+      uint16_t* g16 = static_cast<uint16_t*>(gw.data);
+      const float* a = acc.get();
+      const bool half = gw.dtype == DType::f16;
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < pb.k * CRS; ++i) store_from_float(gw.data, gw.dtype, i, acc[size_t(i)]);
+      for (int64_t i0 = 0; i0 < pb.k * CRS; i0 += 4096) {
+        const int64_t i1 = std::min(pb.k * CRS, i0 + 4096);
+        if (half)
+          for (int64_t i = i0; i < i1; ++i) g16[i] = float_to_half(a[i]);
+        else
+          for (int64_t i = i0; i < i1; ++i) g16[i] = float_to_bf16(a[i]);
+      }
     }
   }
 }
