@@ -60,11 +60,25 @@ void im2col_nhwc(const Conv2dProblem& pb, const T* x /* image n */, DType dt, in
                  int64_t pq0, int64_t pq1) {
   const int64_t Q = pb.q(), Cg = pb.c_per_group();
   const int64_t width = pb.r * pb.s * Cg;
+  // One group and no dilation along W: a filter row's taps inside the image read consecutive pixels, whose
+  // channels are consecutive in NHWC, so the row is one copy (a stem's 7 taps of 3 channels: one copy of 21
+  // elements where there were 7 of 3; the copies' calls were as much of a stem's weight gradient as its GEMM).
+  const bool rows_whole = pb.groups == 1 && pb.dilation_w == 1;
   for (int64_t pq = pq0; pq < pq1; ++pq) {
     const int64_t p = pq / Q, q = pq % Q;
     O* out = col + pq * ld;
     for (int64_t r = 0; r < pb.r; ++r) {
       const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
+      if (rows_whole) {
+        O* o = out + r * pb.s * Cg;
+        const int64_t w0 = q * pb.stride_w - pb.pad_w;  // tap s reads column w0 + s
+        const int64_t s0 = h < 0 || h >= pb.h ? pb.s : std::clamp<int64_t>(-w0, 0, pb.s);
+        const int64_t s1 = h < 0 || h >= pb.h ? pb.s : std::clamp<int64_t>(pb.w - w0, s0, pb.s);
+        std::fill(o, o + s0 * Cg, O(0));
+        if (s1 > s0) copy_elements(x + (h * pb.w + w0 + s0) * pb.c, o + s0 * Cg, (s1 - s0) * Cg, dt);
+        std::fill(o + s1 * Cg, o + pb.s * Cg, O(0));
+        continue;
+      }
       for (int64_t s = 0; s < pb.s; ++s) {
         const int64_t w = q * pb.stride_w - pb.pad_w + s * pb.dilation_w;
         O* o = out + (r * pb.s + s) * Cg;
