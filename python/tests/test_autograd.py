@@ -72,6 +72,23 @@ def test_conv2d_grads_match_float64_torch(name, activation, memory_format, devic
         torch.testing.assert_close(got.double().cpu(), want, rtol=1e-4, atol=1e-4, msg=lambda m: f"{what}: {m}")
 
 
+@pytest.mark.parametrize("memory_format", MEMORY_FORMATS, ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("cin,cout,groups,k", [(40, 70, 1, 3), (72, 132, 2, 3), (3, 16, 1, 7)])
+def test_cpu_data_gradient_filters_past_one_block(cin, cout, groups, k, memory_format):
+    """The CPU data gradient's flipped, transposed filters are copied in blocks of 32 input x 64 output channels
+    a tap: channel counts past one block and off its sizes, groups, a stem's 7x7 (its input's gradient too)."""
+    g = torch.Generator().manual_seed(cin + cout)
+    x = torch.randn(2, cin, 9, 7, generator=g).contiguous(memory_format=memory_format)
+    w = (torch.randn(cout, cin // groups, k, k, generator=g) / (cin * k) ** 0.5).contiguous(memory_format=memory_format)
+    grad_out = torch.randn(2, cout, 9, 7, generator=g)
+    ours = [t.clone().requires_grad_() for t in (x, w)]
+    ref = [t.detach().double().requires_grad_() for t in (x, w)]
+    _, g_ours = _grads(lambda x, w: convkit.conv2d(x, w, None, padding=k // 2, groups=groups), ours, grad_out)
+    _, g_ref = _grads(lambda x, w: F.conv2d(x, w, None, padding=k // 2, groups=groups), ref, grad_out.double())
+    for got, want, what in zip(g_ours, g_ref, ("x", "w")):
+        torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4, msg=lambda m: f"{what}: {m}")
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("memory_format", MEMORY_FORMATS, ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("name", ["c3_odd", "stride2_odd", "dilation2", "groups4", "depthwise", "pad_gt_half_r",
