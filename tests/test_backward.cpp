@@ -386,8 +386,8 @@ TEST(CudaBackward, DepthwisePast2To31Elements) {
 // ---- the CPU's fast weight gradients (BackwardOptions::cpu_fast) ---------------------------------------
 // GEMMs and, for depthwise problems (multipliers 1 and 2), the direct loop. Bit-equal to the float64
 // reference on small integers in f32 (float32 sums of them are exact): dense, grouped and depthwise problems, 1x1 to 7x7, strides 1 to 3, dilation, padding past R/2, odd sizes, batch 1
-// to 3, both layouts; f16/bf16 (widened, one rounding) the reference's values rounded once; the same bits on
-// every call.
+// to 3, both layouts; f16/bf16 (widened to SGEMM, or bfloat16 NHWC on the CPU's dot product: products exact,
+// float32 sums, one rounding) the reference's values rounded once; the same bits on every call.
 namespace {
 
 const char* kCpuGemmSpecs[] = {"n2c5h9w11k7r3s3p1",        "n1c16h12w10k24r1s1",      "n3c8h7w7k8r3s3p1u2",
@@ -422,6 +422,25 @@ TEST(CpuWeightGradientFast, BitEqualToTheReferenceOnSmallIntegers) {
         EXPECT_EQ(g16.logical(), rounded_to(t, want).logical()) << spec << " " << to_string(l) << " " << to_string(t);
       }
     }
+}
+
+// Gaussian data in f16/bf16 (bfloat16 NHWC on the CPU's dot product where it has one, the rest widened to
+// float32 SGEMM): within the 16-bit bound of the float64 reference on the same 16-bit values, and the same
+// bits on every call. Reductions past one 32-column block, odd pixel counts, groups.
+TEST(CpuWeightGradientFast, SixteenBitGaussianWithinBound) {
+  std::mt19937 rng(22);
+  for (const char* spec : {"n3c64h9w9k96r3s3p1", "n2c3h17w15k16r7s7p3u2", "n1c48h7w5k40r3s3p1g2", "n4c24h6w6k24r1s1"})
+    for (Layout l : {Layout::nchw, Layout::nhwc})
+      for (DType t : {DType::f16, DType::bf16}) {
+        const Conv2dProblem p = Conv2dProblem::parse(spec);
+        const ckt::HostTensor x = filled(t, l, input_dims(p), rng, false);
+        const ckt::HostTensor gz = filled(t, l, output_dims(p), rng, false);
+        ckt::HostTensor want(DType::f32, l, weight_dims(p));
+        conv2d_backward_weight(p, as_f32(x).view_const(), as_f32(gz).view_const(), want.view());
+        const ckt::HostTensor got = gemm_wgrad(p, x, gz);
+        EXPECT_LE(rel_l2(as_f32(got), want), 1e-2) << spec << " " << to_string(l) << " " << to_string(t);
+        EXPECT_EQ(gemm_wgrad(p, x, gz).logical(), got.logical()) << spec << ": the same bits on every call";
+      }
 }
 
 }  // namespace

@@ -54,10 +54,11 @@ inline void copy_elements(const uint16_t* x, uint16_t* o, int64_t n, DType) {
 
 // Rows [pq0, pq1) of col[p*Q + q][(r*S + s)*Cg + c] = x[h][w][g*Cg + c] (0 in the padding), NHWC, rows of
 // ld >= R*S*Cg elements (past R*S*Cg zeros: the bfloat16 path pads the reduction to an even length). T -> O:
-// float -> float, uint16_t -> float (widened; dt says from what) or uint16_t -> uint16_t (as it is).
+// float -> float, uint16_t -> float (widened; dt says from what) or uint16_t -> uint16_t (as it is). col holds
+// the rows from first_row on (row pq at col + (pq - first_row) * ld).
 template <typename T, typename O>
 void im2col_nhwc(const Conv2dProblem& pb, const T* x /* image n */, DType dt, int64_t g, O* col, int64_t ld,
-                 int64_t pq0, int64_t pq1) {
+                 int64_t pq0, int64_t pq1, int64_t first_row = 0) {
   const int64_t Q = pb.q(), Cg = pb.c_per_group();
   const int64_t width = pb.r * pb.s * Cg;
   // One group and no dilation along W: a filter row's taps inside the image read consecutive pixels, whose
@@ -66,7 +67,7 @@ void im2col_nhwc(const Conv2dProblem& pb, const T* x /* image n */, DType dt, in
   const bool rows_whole = pb.groups == 1 && pb.dilation_w == 1;
   for (int64_t pq = pq0; pq < pq1; ++pq) {
     const int64_t p = pq / Q, q = pq % Q;
-    O* out = col + pq * ld;
+    O* out = col + (pq - first_row) * ld;
     for (int64_t r = 0; r < pb.r; ++r) {
       const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
       if (rows_whole) {

@@ -11,15 +11,18 @@
 // images in order: the same bits on every call with the same thread count. f32 operands are read in place;
 // f16/bf16 ones widened (the column matrix, grad_out an image at a time), the float32 sums rounded once:
 // straight from a thread's buffer of 256 columns where one GEMM takes every image, else from the whole float32
-// gradient after the last GEMM.
+// gradient after the last GEMM. bfloat16 NHWC whose every image's column matrix fits kDotElems runs on the
+// CPU's bfloat16 dot product instead (wgrad_bf16_dot, below).
 // Workspace (allocated here, not zero-filled): the column matrix of the images a GEMM, and for 16-bit tensors
 // their grad_out and either a thread's 256 columns of the gradient or the float32 gradient.
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 
 #include "common/element.hpp"
 #include "convkit/backward.hpp"
+#include "cpu/gemm_bf16.hpp"
 #include "cpu/im2col.hpp"
 #include "cpu/openblas_common.hpp"
 #include "cpu/wgrad_gemm.hpp"
@@ -66,9 +69,88 @@ void round_to_16bit(const float* a, uint16_t* o, int64_t n, bool half) {
 // Columns of the gradient a GEMM where its 16-bit sums are rounded straight from a thread's buffer.
 constexpr int64_t kRoundColumns = 256;
 
+// At most this many elements of the column matrix (every image's) on the bfloat16 dot-product path.
+constexpr int64_t kDotElems = int64_t(1) << 22;
+
+bool bf16_dot_takes(const Conv2dProblem& pb, const TensorView& x) {
+  const int64_t rows = pb.n * pb.p() * pb.q(), crs = pb.c_per_group() * pb.r * pb.s;
+  return x.dtype == DType::bf16 && x.layout == Layout::nhwc && gemm_bf16_available() && (rows + 1) * crs <= kDotElems;
+}
+
+// bfloat16 NHWC with every image's column matrix in kDotElems, on the CPU's bfloat16 dot product (gemm_bf16.hpp,
+// two multiply-adds a lane an instruction, where the widened SGEMM does one; oneDNN's weight gradient, PyTorch's
+// on the CPU, multiplies bfloat16 too). Per group: dL/dw[Kg][CRS] = gz^T [Kg][rows] x col [rows][CRS] with the
+// rows (every image's pixels, padded to an even count with a zero row) as the reduction. gz is copied
+// transposed once ([K][rows]: A's rows). The column matrix is never stored as such: each pair of rows is
+// built in bfloat16 in a thread's buffer and laid straight into gemm_bf16's packing (32 columns a block, the
+// two rows' values side by side). Then units of a 32-column block x a part of the output channels (as many as
+// keep the threads busy) multiply, their float32 sums rounded once into gw.
+void wgrad_bf16_dot(const Conv2dProblem& pb, const TensorView& x, const TensorView& gz, const TensorView& gw) {
+  const int64_t PQ = pb.p() * pb.q(), G = pb.groups, Kg = pb.k_per_group(), CRS = pb.c_per_group() * pb.r * pb.s;
+  const int64_t rows = pb.n * PQ, re = rows + (rows & 1), img = pb.c * pb.h * pb.w;
+  const int64_t blocks = (CRS + kGemmBf16Cols - 1) / kGemmBf16Cols;
+  const std::unique_ptr<uint16_t[]> packed(new uint16_t[size_t(gemm_bf16_packed_elems(CRS, re))]);
+  const std::unique_ptr<uint16_t[]> gzt(new uint16_t[size_t(pb.k * re)]);  // [K][re], the pad column zeros
+  const auto* x16 = static_cast<const uint16_t*>(x.data);
+  const auto* g16 = static_cast<const uint16_t*>(gz.data);
+  auto* w16 = static_cast<uint16_t*>(gw.data);
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads();
+    const int64_t mparts = std::clamp<int64_t>((4 * nt + blocks - 1) / blocks, 1, (Kg + 7) / 8);
+    const std::unique_ptr<uint16_t[]> two(new uint16_t[size_t(2 * blocks * kGemmBf16Cols)]);  // two rows, padded
+    const std::unique_ptr<float[]> part(new float[size_t((Kg / mparts + 1) * kGemmBf16Cols)]);
+    std::fill(two.get(), two.get() + 2 * blocks * kGemmBf16Cols, uint16_t(0));  // (past CRS: zeros, kept)
+#pragma omp for schedule(static)
+    for (int64_t k0 = 0; k0 < pb.k; k0 += 16) {  // 16 output channels' rows of gz^T, 32 of its columns at a time
+      const int64_t k1 = std::min(pb.k, k0 + 16);
+      uint16_t tile[16][32];  // through a buffer: written straight, each 2-byte store went to another line (3x
+                              // the GEMM's time at 32 channels and 8192 pixels)
+      for (int64_t r0 = 0; r0 < rows; r0 += 32) {
+        const int64_t r1 = std::min(rows, r0 + 32);
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t k = k0; k < k1; ++k) tile[k - k0][r - r0] = g16[r * pb.k + k];
+        for (int64_t k = k0; k < k1; ++k) std::memcpy(gzt.get() + k * re + r0, tile[k - k0], sizeof(uint16_t) * (r1 - r0));
+      }
+      for (int64_t k = k0; k < k1 && re > rows; ++k) gzt[size_t(k * re + rows)] = 0;
+    }
+    for (int64_t g = 0; g < G; ++g) {
+#pragma omp for schedule(static)
+      for (int64_t pr = 0; pr < re / 2; ++pr) {  // rows 2 pr and 2 pr + 1 into every block's pair pr
+        uint16_t* b0 = two.get();
+        uint16_t* b1 = b0 + blocks * kGemmBf16Cols;
+        for (int e = 0; e < 2; ++e) {
+          const int64_t row = 2 * pr + e;
+          uint16_t* b = e == 0 ? b0 : b1;
+          if (row < rows)
+            im2col_nhwc(pb, x16 + row / PQ * img, DType::bf16, g, b, CRS, row % PQ, row % PQ + 1, row % PQ);
+          else
+            std::fill(b, b + CRS, uint16_t(0));
+        }
+        for (int64_t jb = 0; jb < blocks; ++jb) {
+          uint16_t* o = packed.get() + (jb * re + 2 * pr) * kGemmBf16Cols;
+          const uint16_t *a0 = b0 + jb * kGemmBf16Cols, *a1 = b1 + jb * kGemmBf16Cols;
+          for (int64_t c = 0; c < kGemmBf16Cols; ++c) o[2 * c] = a0[c], o[2 * c + 1] = a1[c];
+        }
+      }
+#pragma omp for schedule(static)
+      for (int64_t u = 0; u < blocks * mparts; ++u) {
+        const int64_t jb = u / mparts, mp = u % mparts, m0 = Kg * mp / mparts, m1 = Kg * (mp + 1) / mparts;
+        const int64_t j0 = jb * kGemmBf16Cols, cols = std::min(kGemmBf16Cols, CRS - j0);
+        if (m1 == m0) continue;
+        gemm_bf16(gzt.get() + (g * Kg + m0) * re, re, packed.get() + jb * kGemmBf16Cols * re, m1 - m0, cols, re, 1.0f,
+                  part.get(), kGemmBf16Cols);
+        for (int64_t i = 0; i < m1 - m0; ++i)
+          round_to_16bit(part.get() + i * kGemmBf16Cols, w16 + (g * Kg + m0 + i) * CRS + j0, cols, false);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void cpu_wgrad_gemm(const Conv2dProblem& pb, const TensorView& x, const TensorView& gz, const TensorView& gw) {
+  if (bf16_dot_takes(pb, x)) return wgrad_bf16_dot(pb, x, gz, gw);
   const int64_t P = pb.p(), Q = pb.q(), PQ = P * Q, G = pb.groups, Cg = pb.c_per_group(), Kg = pb.k_per_group();
   const int64_t CRS = Cg * pb.r * pb.s;
   const bool nhwc = x.layout == Layout::nhwc, f32 = x.dtype == DType::f32;
