@@ -140,3 +140,22 @@ TEST(EpilogueSpan, OutputOverTheSumsAndOverTheResidual) {
 }
 
 }  // namespace
+
+// The vector path's bfloat16 stores and loads (SiLU: whole chunks of 16) round as float_to_bf16 does: ties to
+// even, values past bfloat16's largest to infinity, NaN kept a quiet NaN. SiLU leaves x >= 128 as it is in
+// float (exp(-x) underflows), so each output is the input rounded once; a residual of 0 (loaded as bfloat16)
+// leaves it so.
+TEST(EpilogueSpan, SixteenBitVectorsRoundAsTheScalarConversion) {
+  const float big = 3.3961e38f;  // between bfloat16's largest finite value and infinity's rounding point
+  const std::vector<float> acc = {257.0f, 259.0f, 258.0f, 1000.5f, 65535.0f, 131071.0f, 3.0e38f, big,
+                                  INFINITY, std::nanf(""), 128.0f, 129.0f, 4097.0f, 4099.0f, 1.0e10f, 3.3e38f};
+  for (bool res : {false, true}) {
+    Epilogue e;
+    e.activation = Activation::silu;
+    const auto zero = elements(DType::bf16, 16, std::vector<float>(16, 0.0f));
+    auto out = elements(DType::bf16, 16, std::vector<float>(16, std::nanf("")));
+    epilogue_span(e, 1.0f, DType::bf16, acc.data(), out.data(), 16, nullptr, SpanBias::none, res ? zero.data() : nullptr);
+    const auto* o = reinterpret_cast<const uint16_t*>(out.data());
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(o[j], float_to_bf16(acc[size_t(j)])) << "element " << j << " " << acc[size_t(j)];
+  }
+}

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "common/activation.hpp"
@@ -78,10 +79,34 @@ inline float pre(float alpha, float beta, const float* acc, int64_t j, float b0,
 // the ABI where the machine's vectors are narrower (g++ warns).
 typedef float v16 __attribute__((vector_size(64)));
 
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+typedef uint16_t u16x16 __attribute__((vector_size(32)));
+
+// bfloat16 to and from float on whole vectors: element.hpp's bf16_to_float and float_to_bf16 (round to
+// nearest even, NaNs kept quiet) lane by lane. The scalar loops cost more than libmvec's expf in a SiLU
+// epilogue of 16 -> 96 1x1 at 64x64, batch 8 (3.1 ms against 0.3 with ReLU, whose loop the compiler vectorises).
+inline void bf16_to_floats(v16& v, const uint16_t* p) {
+  u16x16 h;
+  std::memcpy(&h, p, sizeof(h));
+  const u32x16 u = __builtin_convertvector(h, u32x16) << 16;
+  std::memcpy(&v, &u, sizeof(v));
+}
+inline void floats_to_bf16(uint16_t* p, const v16& v) {
+  u32x16 u;
+  std::memcpy(&u, &v, sizeof(u));
+  const u32x16 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const u32x16 nan = (u32x16)((u & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
+  const u32x16 bits = (rounded & ~nan) | (((u >> 16) | 0x40u) & nan);
+  const u16x16 h = __builtin_convertvector(bits, u16x16);
+  std::memcpy(p, &h, sizeof(h));
+}
+
 template <DType D>
 inline void load16(v16& v, const void* p, int64_t j) {
   if constexpr (D == DType::f32) {
     std::memcpy(&v, static_cast<const float*>(p) + j, sizeof(v));
+  } else if constexpr (D == DType::bf16) {
+    bf16_to_floats(v, static_cast<const uint16_t*>(p) + j);
   } else {
     for (int i = 0; i < kLanes; ++i) v[i] = load_as_float(p, D, j + i);
   }
@@ -91,6 +116,8 @@ template <DType D>
 inline void store16(void* p, int64_t j, const v16& v) {
   if constexpr (D == DType::f32) {
     std::memcpy(static_cast<float*>(p) + j, &v, sizeof(v));
+  } else if constexpr (D == DType::bf16) {
+    floats_to_bf16(static_cast<uint16_t*>(p) + j, v);
   } else {
     for (int i = 0; i < kLanes; ++i) store_from_float(p, D, j + i, v[i]);
   }
