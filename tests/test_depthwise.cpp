@@ -66,6 +66,28 @@ TEST(Depthwise, BitEqualToReferenceOnLargerShapes) {
             << spec << " " << to_string(l) << " act " << int(act);
 }
 
+// 16-bit tensors through float32 copies a pass of images at a time (8 MB of copies a pass): three 160x160
+// images take three passes, five 128x130 ones at stride 2 two passes of three and two; each pass's residual
+// and output are its own images; both layouts, every epilogue, within the 16-bit bound of the reference.
+TEST(Depthwise, SixteenBitInPassesOfImages) {
+  const Algorithm* a = find_algorithm("cpu_depthwise");
+  ASSERT_NE(a, nullptr);
+  uint32_t seed = 70;
+  int act = 0;
+  for (const char* spec : {"n3c16h160w160k16r3s3p1g16", "n5c24h128w130k24r5s5p2u2g24"})
+    for (Layout l : {Layout::nchw, Layout::nhwc})
+      for (DType dt : {DType::f16, DType::bf16})
+        for (int rep = 0; rep < 2; ++rep) {
+          const Conv2dProblem p = Conv2dProblem::parse(spec);
+          const ConvConfig cfg{dt, l, Device::cpu, MathMode::strict};
+          ASSERT_TRUE(a->can_implement(p, cfg)) << spec;
+          const ckt::EpilogueSpec es = ckt::varied_epilogue(seed, act++, false);
+          const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, ckt::Fill::gaussian);
+          const ckt::Verdict v = ckt::check_against_reference(*a, c, 1e-2, false);
+          EXPECT_TRUE(v.ok) << spec << " " << to_string(l) << " " << to_string(dt) << ": " << v.message;
+        }
+}
+
 // NHWC at several thread counts: the threads split the output rows, or blocks of 16 channels where those divide
 // more evenly (few rows of many channels); each thread then transposes and reads its own filters. Shapes with 7
 // rows and 9, 48 or 10 blocks (the last with channels past the last 16), stride 2, 5x5 and 7x7, a batch of 2.

@@ -489,8 +489,10 @@ class CpuDepthwise final : public Algorithm {
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (!can_implement(p, cfg)) return 0;
     size_t floats = cfg.layout == Layout::nhwc ? size_t(p.r * p.s * p.c) : 0;  // the transposed filters
-    if (cfg.dtype != DType::f32)  // widened input, filters, bias and output (and a residual, in the output's)
-      floats += size_t(p.input_elems() + p.r * p.s * p.c + p.k + 2 * p.output_elems());
+    if (cfg.dtype != DType::f32) {  // widened filters and bias; input and output (and a residual) of a pass
+      const int64_t nb = images_a_pass(p);
+      floats += size_t(p.r * p.s * p.c + p.k + nb * (image_in(p) + 2 * image_out(p)));
+    }
     return sizeof(float) * floats;
   }
   void run(const ConvCall& call) const override {
@@ -514,6 +516,17 @@ class CpuDepthwise final : public Algorithm {
 
  private:
   // f16/bf16 (the file's header): widened copies in the workspace, the float32 run, the output rounded.
+  // 16-bit tensors go through float32 copies a pass of images_a_pass images at a time (a batch's whole copies
+  // were 38 MB at 96 channels of 64x64, batch 8: past glibc's largest reused block, fresh pages from the kernel
+  // every call through the PyTorch op).
+  static int64_t image_in(const Conv2dProblem& p) { return p.c * p.h * p.w; }
+  static int64_t image_out(const Conv2dProblem& p) { return p.k * p.p() * p.q(); }
+  static int64_t images_a_pass(const Conv2dProblem& p) {
+    constexpr int64_t kPassFloats = int64_t(1) << 21;  // 8 MB
+    return std::clamp<int64_t>(kPassFloats / std::max<int64_t>(1, image_in(p) + 2 * image_out(p)), 1,
+                               std::max<int64_t>(1, p.n));
+  }
+
   void run16(const ConvCall& call) const {
     const Conv2dProblem& pb = call.problem;
     const DType dt = call.config.dtype;
@@ -522,13 +535,14 @@ class CpuDepthwise final : public Algorithm {
       throw Error(StatusCode::invalid_tensor, "cpu_depthwise needs " + std::to_string(need) +
                                                   " bytes of workspace but was given " +
                                                   std::to_string(call.workspace_bytes) + ".");
-    const int64_t nx = pb.input_elems(), nw = pb.r * pb.s * pb.c, ny = pb.output_elems();
+    const int64_t nb_max = images_a_pass(pb), nw = pb.r * pb.s * pb.c;
+    const int64_t in_img = image_in(pb), out_img = image_out(pb);
     float* wt = static_cast<float*>(call.workspace);  // the NHWC pass's transposed filters
-    float* x = wt + (call.config.layout == Layout::nhwc ? nw : 0);
-    float* w = x + nx;
+    float* w = wt + (call.config.layout == Layout::nhwc ? nw : 0);
     float* bias = w + nw;
-    float* y = bias + pb.k;
-    float* res = y + ny;
+    float* x = bias + pb.k;
+    float* y = x + nb_max * in_img;
+    float* res = y + nb_max * out_img;
     auto widen_all = [dt](const void* src, float* dst, int64_t n) {
       const auto* s16 = static_cast<const uint16_t*>(src);  // (the dtype decided once, not once an element)
       if (dt == DType::bf16) {
@@ -539,26 +553,34 @@ class CpuDepthwise final : public Algorithm {
         for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(s16[i]);
       }
     };
-    widen_all(call.src.data, x, nx);
     widen_all(call.wei.data, w, nw);
     Epilogue e = call.epilogue;
     if (e.bias != nullptr) {
       widen_all(e.bias, bias, pb.k);
       e.bias = bias;
     }
-    if (e.residual != nullptr) {  // (read before dst is written: it may be dst itself)
-      widen_all(e.residual, res, ny);
-      e.residual = res;
-    }
-    if (call.config.layout == Layout::nchw)
-      run_nchw(pb, x, w, y, e);
-    else
-      run_nhwc(pb, x, w, y, e, wt);
-    const Epilogue plain;  // (the epilogue was applied in float32: only the rounding is left)
+    const void* residual = e.residual;
+    const auto* src = static_cast<const uint16_t*>(call.src.data);
+    auto* dst = static_cast<uint16_t*>(call.dst.data);
+    for (int64_t n0 = 0; n0 < pb.n; n0 += nb_max) {
+      Conv2dProblem sub = pb;  // images [n0, n0 + sub.n)
+      sub.n = std::min(nb_max, pb.n - n0);
+      const int64_t ny = sub.n * out_img;
+      widen_all(src + n0 * in_img, x, sub.n * in_img);
+      if (residual != nullptr) {  // (read before dst is written: it may be dst itself)
+        widen_all(static_cast<const uint16_t*>(residual) + n0 * out_img, res, ny);
+        e.residual = res;
+      }
+      if (call.config.layout == Layout::nchw)
+        run_nchw(sub, x, w, y, e);
+      else
+        run_nhwc(sub, x, w, y, e, wt);
+      const Epilogue plain;  // (the epilogue was applied in float32: only the rounding is left)
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < ny; i += 4096)
-      epilogue_span(plain, 1.0f, dt, y + i, static_cast<char*>(call.dst.data) + size_t(i) * 2, std::min<int64_t>(4096, ny - i),
-                    nullptr, SpanBias::none, nullptr);
+      for (int64_t i = 0; i < ny; i += 4096)
+        epilogue_span(plain, 1.0f, dt, y + i, dst + n0 * out_img + i, std::min<int64_t>(4096, ny - i), nullptr,
+                      SpanBias::none, nullptr);
+    }
   }
 };
 
