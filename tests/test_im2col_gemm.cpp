@@ -25,9 +25,11 @@ const char* kSpecs[] = {
     "n1c24h8w8k48r1s1g2",         "n1c130h4w4k70r3s1ph1pw0",     "n1c256h2w2k512r3s3p1",
     "n1c33h5w5k64r3s3p1",         "n3c64h4w4k96r1s1",            "n3c128h40w40k16r3s3p1",
     // bfloat16's turned path over several images a GEMM: two 32-row blocks, chunks of 8 rows across images,
-    // a last fold of fewer images, stride 2, an odd reduction, one image a fold (36 pixels), 1x1 in place
-    "n5c64h3w3k128r3s3p1",        "n9c32h4w5k64r3s3p1u2",        "n5c40h5w5k96r3s3p1",
-    "n3c33h3w3k64r3s3p1",         "n3c48h6w6k64r3s3p1",          "n7c64h2w3k64r1s1"};
+    // folds of a deep reduction with a last one of fewer images, stride 2, an odd reduction, one image a fold
+    // (36 pixels), 1x1 in place; and past 64 rows with a short reduction, the packed weight instead
+    "n5c64h3w3k128r3s3p1",        "n9c32h4w5k64r3s3p1u2",        "n5c256h5w5k64r3s3p1",
+    "n3c33h3w3k64r3s3p1",         "n3c256h6w6k64r3s3p1",         "n7c64h2w3k64r1s1",
+    "n3c48h6w6k64r3s3p1"};
 
 int check(DType dt, Layout l, ckt::Fill fill, double bound, uint32_t seed) {
   const Algorithm* a = find_algorithm("cpu_im2col_gemm");

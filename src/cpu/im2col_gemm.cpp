@@ -66,8 +66,13 @@ struct DotPlan {
 // (100 pixels) turned was slower: 256 -> 1024 1x1 0.18 -> 0.34, 256 3x3 0.37 -> 0.40. Several images of
 // few pixels are one turned GEMM of up to kTurnedPixels rows (their pixels consecutive rows of the columns and
 // of the output), so that the weight is read once for them, not once an image (ResNet-18's 512 3x3 at 2x2,
-// batch 8: eight passes over its 2.4 M weight elements for 4 rows each).
-constexpr int64_t kTurnedPixels = 64, kTurnedChannels = 64;
+// batch 8: eight passes over its 2.4 M weight elements for 4 rows each). Past kTurnedPixels rows in all (a
+// batch), a reduction shorter than kTurnedDepth goes back to the packed weight: the turned tile's stores are a
+// scatter an element, as costly as the product where the reduction is short, and the packed weight serves
+// every image (bf16 batch 8, ms, turned -> packed: 256 -> 1024 1x1 at 8x8 1.49 -> 0.30, 512 -> 2048 1x1 at
+// 4x4 0.82 -> 0.35, 1024 -> 256 1x1 at 8x8 0.35 -> 0.30; but 2048 -> 512 1x1 at 4x4 0.36 -> 0.51 and 256 3x3
+// at 4x4 0.18 -> 0.20, hence the depth).
+constexpr int64_t kTurnedPixels = 64, kTurnedChannels = 64, kTurnedDepth = 2048;
 
 DotPlan dot_plan(const Conv2dProblem& p) {
   DotPlan d;
@@ -76,7 +81,8 @@ DotPlan dot_plan(const Conv2dProblem& p) {
   d.direct = p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0 &&
              p.c_per_group() % 2 == 0;
   const int64_t PQ = p.p() * p.q();
-  d.turned = PQ <= kTurnedPixels && p.k_per_group() >= kTurnedChannels && p.k < (int64_t(1) << 25);
+  d.turned = PQ <= kTurnedPixels && p.k_per_group() >= kTurnedChannels && p.k < (int64_t(1) << 25) &&
+             (p.n * PQ <= kTurnedPixels || d.crs >= kTurnedDepth);
   if (d.turned) d.fold = std::clamp<int64_t>(kTurnedPixels / std::max<int64_t>(1, PQ), 1, std::max<int64_t>(1, p.n));
   d.packed = d.turned ? gemm_bf16_packed_elems(d.fold * PQ, d.crse) : gemm_bf16_packed_elems(p.k_per_group(), d.crse);
   const size_t pq = size_t(d.fold * PQ), copies = d.turned ? 1 : size_t(p.groups);
