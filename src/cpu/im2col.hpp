@@ -93,4 +93,18 @@ void im2col_nhwc(const Conv2dProblem& pb, const T* x /* image n */, DType dt, in
   }
 }
 
+// Rows [r0, r1) of the column matrix of consecutive NHWC images (x: the first image; row r is image r / PQ's
+// output pixel r % PQ, at col + (r - first_row) * ld): a range may span images, as where several images'
+// pixels are the rows of one GEMM.
+template <typename T, typename O>
+void im2col_nhwc_images(const Conv2dProblem& pb, const T* x, DType dt, int64_t g, O* col, int64_t ld, int64_t r0,
+                        int64_t r1, int64_t first_row = 0) {
+  const int64_t PQ = pb.p() * pb.q(), img = pb.c * pb.h * pb.w;
+  for (int64_t r = r0; r < r1;) {
+    const int64_t i = r / PQ, pq0 = r % PQ, pq1 = std::min(PQ, pq0 + (r1 - r));
+    im2col_nhwc(pb, x + i * img, dt, g, col, ld, pq0, pq1, first_row - i * PQ);
+    r += pq1 - pq0;
+  }
+}
+
 }  // namespace convkit::detail

@@ -441,13 +441,8 @@ class CpuIm2colGemm final : public Algorithm {
         for (int64_t g = 0; g < G; ++g) {
           if (!dp.direct) {
 #pragma omp for schedule(static)
-            for (int64_t r0 = 0; r0 < M; r0 += 8) {  // rows r0 .. r0 + 7 of the fold: image r0 / PQ's pixels
-              for (int64_t r = r0; r < std::min(M, r0 + 8);) {
-                const int64_t i = r / PQ, c0 = r % PQ, c1 = std::min(PQ, c0 + std::min(M, r0 + 8) - r);
-                im2col_nhwc(pb, x + (n0 + i) * in_img, DType::bf16, g, col + i * PQ * dp.crse, dp.crse, c0, c1);
-                r += c1 - c0;
-              }
-            }
+            for (int64_t r0 = 0; r0 < M; r0 += 8)  // rows r0 .. r0 + 7 of the fold
+              im2col_nhwc_images(pb, x + n0 * in_img, DType::bf16, g, col, dp.crse, r0, std::min(M, r0 + 8));
           }
           const uint16_t* a = dp.direct ? x + n0 * in_img + g * Cg : col;  // NHWC: the images' pixels in a row
 #pragma omp for schedule(static)

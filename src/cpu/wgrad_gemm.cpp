@@ -22,6 +22,7 @@
 
 #include "common/element.hpp"
 #include "convkit/backward.hpp"
+#include "cpu/epilogue_span.hpp"
 #include "cpu/gemm_bf16.hpp"
 #include "cpu/im2col.hpp"
 #include "cpu/openblas_common.hpp"
@@ -58,12 +59,9 @@ void columns(const Conv2dProblem& pb, const TensorView& x, int64_t n, int64_t g,
   im2col_nchw(pb, xn, x.dtype, g, col, pq0, pq1);
 }
 
-// n float32 sums rounded once to the 16-bit dtype (float16 where half, else bfloat16).
-void round_to_16bit(const float* a, uint16_t* o, int64_t n, bool half) {
-  if (half)
-    for (int64_t i = 0; i < n; ++i) o[i] = float_to_half(a[i]);
-  else
-    for (int64_t i = 0; i < n; ++i) o[i] = float_to_bf16(a[i]);
+// n float32 sums rounded once to dt (epilogue_span with no epilogue: the dtype decided once a run).
+void round_sums(const float* a, DType dt, uint16_t* o, int64_t n) {
+  epilogue_span(Epilogue{}, 1.0f, dt, a, o, n, nullptr, SpanBias::none, nullptr);
 }
 
 // Columns of the gradient a GEMM where its 16-bit sums are rounded straight from a thread's buffer.
@@ -87,7 +85,7 @@ bool bf16_dot_takes(const Conv2dProblem& pb, const TensorView& x) {
 // keep the threads busy) multiply, their float32 sums rounded once into gw.
 void wgrad_bf16_dot(const Conv2dProblem& pb, const TensorView& x, const TensorView& gz, const TensorView& gw) {
   const int64_t PQ = pb.p() * pb.q(), G = pb.groups, Kg = pb.k_per_group(), CRS = pb.c_per_group() * pb.r * pb.s;
-  const int64_t rows = pb.n * PQ, re = rows + (rows & 1), img = pb.c * pb.h * pb.w;
+  const int64_t rows = pb.n * PQ, re = rows + (rows & 1);
   const int64_t blocks = (CRS + kGemmBf16Cols - 1) / kGemmBf16Cols;
   const std::unique_ptr<uint16_t[]> packed(new uint16_t[size_t(gemm_bf16_packed_elems(CRS, re))]);
   const std::unique_ptr<uint16_t[]> gzt(new uint16_t[size_t(pb.k * re)]);  // [K][re], the pad column zeros
@@ -123,7 +121,7 @@ void wgrad_bf16_dot(const Conv2dProblem& pb, const TensorView& x, const TensorVi
           const int64_t row = 2 * pr + e;
           uint16_t* b = e == 0 ? b0 : b1;
           if (row < rows)
-            im2col_nhwc(pb, x16 + row / PQ * img, DType::bf16, g, b, CRS, row % PQ, row % PQ + 1, row % PQ);
+            im2col_nhwc_images(pb, x16, DType::bf16, g, b, CRS, row, row + 1, row);
           else
             std::fill(b, b + CRS, uint16_t(0));
         }
@@ -141,7 +139,7 @@ void wgrad_bf16_dot(const Conv2dProblem& pb, const TensorView& x, const TensorVi
         gemm_bf16(gzt.get() + (g * Kg + m0) * re, re, packed.get() + jb * kGemmBf16Cols * re, m1 - m0, cols, re, 1.0f,
                   part.get(), kGemmBf16Cols);
         for (int64_t i = 0; i < m1 - m0; ++i)
-          round_to_16bit(part.get() + i * kGemmBf16Cols, w16 + (g * Kg + m0 + i) * CRS + j0, cols, false);
+          round_sums(part.get() + i * kGemmBf16Cols, DType::bf16, w16 + (g * Kg + m0 + i) * CRS + j0, cols);
       }
     }
   }
@@ -172,7 +170,6 @@ void cpu_wgrad_gemm(const Conv2dProblem& pb, const TensorView& x, const TensorVi
   const std::unique_ptr<float[]> acc(f32 || direct_round ? nullptr : new float[size_t(pb.k * CRS)]);
   float* out = f32 ? static_cast<float*>(gw.data) : acc.get();
   uint16_t* g16out = f32 ? nullptr : static_cast<uint16_t*>(gw.data);
-  const bool half = gw.dtype == DType::f16;
   single_threaded_blas();
 #pragma omp parallel
   {
@@ -210,7 +207,7 @@ void cpu_wgrad_gemm(const Conv2dProblem& pb, const TensorView& x, const TensorVi
               cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(kb), int(cw), int(PQ), 1.0f,
                           gn + (g * Kg + k0) * PQ, int(PQ), col.get() + j0 * PQ, int(PQ), 0.0f, part.get(), int(cw));
             for (int64_t i = 0; i < kb; ++i)
-              round_to_16bit(part.get() + i * cw, g16out + (g * Kg + k0 + i) * CRS + j0, cw, half);
+              round_sums(part.get() + i * cw, gw.dtype, g16out + (g * Kg + k0 + i) * CRS + j0, cw);
           }
         } else if (kb > 0) {
           float* o = out + (g * Kg + k0) * CRS;  // (KRSC and KCRS: rows of CRS in the column matrix's order)
@@ -228,7 +225,7 @@ void cpu_wgrad_gemm(const Conv2dProblem& pb, const TensorView& x, const TensorVi
     if (acc) {  // rounded once to the 16-bit dtype
 #pragma omp for schedule(static)
       for (int64_t i0 = 0; i0 < pb.k * CRS; i0 += 4096)
-        round_to_16bit(acc.get() + i0, g16out + i0, std::min<int64_t>(4096, pb.k * CRS - i0), half);
+        round_sums(acc.get() + i0, gw.dtype, g16out + i0, std::min<int64_t>(4096, pb.k * CRS - i0));
     }
   }
 }
