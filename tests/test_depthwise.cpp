@@ -151,6 +151,52 @@ TEST(Depthwise, AnInfiniteWeightGivesTheReferencesNaNsAndInfinities) {
   }
 }
 
+// NHWC f16/bf16 read and written in their own dtype: bit-equal to the float32 run on the same (widened) values
+// with its output rounded once, on Gaussian data, every epilogue (bias and residual in the 16-bit dtype, the
+// residual in place on every other case): the column blocks (3-, 5- and 7-wide filters at stride 1 and 2), the
+// per-pixel blocks (4-wide, dilation 2, 1x1), channels past the last 16, at one and two threads.
+TEST(Depthwise, NhwcSixteenBitIsTheFloat32RunRounded) {
+  const Algorithm* a = find_algorithm("cpu_depthwise");
+  ASSERT_NE(a, nullptr);
+  const char* specs[] = {"n2c16h9w17k16r3s3p1g16",          "n1c37h8w16k37r3s3p1u2g37", "n1c21h11w7k21r5s5p2g21",
+                         "n1c48h10w23k48r7s7p3u2g48",       "n1c150h7w7k150r5s5p2g150", "n1c19h6w13k19r3s4p2g19",
+                         "n1c32h12w12k32r3s3p2d2g32",       "n2c40h5w9k40r1s1g40",      "n1c17h4w3k17r3s3p4g17",
+                         "n3c24h14w14k24r3s3ph1pw0uh2uw1g24", "n1c96h7w7k96r7s7p3g96"};
+  const int before = omp_get_max_threads();
+  uint32_t seed = 90;
+  int act = 0;
+  for (const char* spec : specs)
+    for (DType dt : {DType::bf16, DType::f16})
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        const Conv2dProblem p = Conv2dProblem::parse(spec);
+        const ConvConfig cfg{dt, Layout::nhwc, Device::cpu, MathMode::strict};
+        ckt::EpilogueSpec es = ckt::varied_epilogue(seed, act++, false);
+        es.residual_aliases_dst = es.residual && act % 2 == 0;
+        const ckt::Case c = ckt::make_case(p, cfg, es, ++seed, ckt::Fill::gaussian);
+        ckt::Case c32 = c;  // the same values, widened
+        c32.config.dtype = DType::f32;
+        for (auto [from, to] : {std::pair{&c.src, &c32.src}, std::pair{&c.wei, &c32.wei},
+                                std::pair{&c.residual, &c32.residual}}) {
+          if (from->bytes.empty()) continue;
+          *to = ckt::HostTensor(DType::f32, from->layout, from->dims);
+          to->fill_logical(from->logical());
+        }
+        if (!c.bias.empty()) {
+          c32.bias.assign(size_t(p.k) * sizeof(float), 0);
+          for (int64_t i = 0; i < p.k; ++i)
+            detail::store_from_double(c32.bias.data(), DType::f32, i, detail::load_as_double(c.bias.data(), dt, i));
+        }
+        const ckt::HostTensor got = ckt::run_case(*a, c), f32 = ckt::run_case(*a, c32);
+        ckt::HostTensor want(dt, Layout::nhwc, f32.dims);
+        for (int64_t i = 0; i < f32.numel(); ++i)
+          detail::store_from_double(want.bytes.data(), dt, i, detail::load_as_double(f32.bytes.data(), DType::f32, i));
+        EXPECT_EQ(std::memcmp(got.bytes.data(), want.bytes.data(), got.bytes.size()), 0)
+            << spec << " " << to_string(dt) << " threads " << threads << " " << es.to_string();
+      }
+  omp_set_num_threads(before);
+}
+
 TEST(Depthwise, TheHeuristicChoosesItForDepthwiseLayersOnly) {
   const ConvConfig cfg{DType::f32, Layout::nhwc, Device::cpu, MathMode::strict};
   EXPECT_EQ(select(Conv2dProblem::parse("n1c32h56w56k32r3s3p1g32"), cfg).name(), "cpu_depthwise");

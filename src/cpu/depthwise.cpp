@@ -24,9 +24,11 @@
 // evenly among the threads (few rows of many channels: each thread then transposes and reads only its own
 // filters); over (image, channel) planes in NCHW.
 // Workspace: the transposed filters (R*S*C floats) in NHWC; none in NCHW (the padded plane is per thread).
-// f16/bf16: the same float32 computation on widened copies (input, filters, bias, residual) in the workspace,
-// the output rounded once into dst (fp32 sums, as the GPU kernels); before, cpu_ref's 16-bit loop served
-// these layers (ConvNeXt-T's 7x7 depthwise layers made its bf16 forward 4.5x torch's time on the CPU).
+// f16/bf16: the same float32 computation (fp32 sums, as the GPU kernels), the output rounded once. NHWC reads
+// x, the bias and the residual in their 16-bit dtype, 16 channels widened as they are loaded, and rounds each
+// output row as it stores it (bit-equal to the float32 run on the widened values); NCHW goes through widened
+// copies in the workspace, a pass of images at a time (float32 copies of input and output in NHWC too were
+// 1.1-2.9x the time at batch 8: 2026-12-06, docs/perf.md).
 // measured (2-vCPU Zen 4, batch 1, vs oneDNN 2.6.3): the 26 depthwise layers of MobileNetV2, EfficientNet-B0
 // and ConvNeXt-T in NCHW 0.27-1.91x one thread (geomean 0.98x; 3.53 ms summed against 4.19), 0.67-2.62x two
 // threads (geomean 1.54x; 1.86 against 3.10), the 7x7 planes the slowest (2026-12-05); NHWC the 26 layers'
@@ -37,7 +39,12 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#if defined(__AVX512F__) || defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #include "common/activation.hpp"
 #include "common/element.hpp"
@@ -56,6 +63,49 @@ namespace {
 typedef float v16 __attribute__((vector_size(64)));
 inline void load16(v16& v, const float* p) { std::memcpy(&v, p, sizeof(v)); }
 inline void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof(v)); }
+
+// The NHWC pass reads x in its own dtype D: float32, or the 16-bit bits (uint16_t) widened as they are loaded
+// (exactly: every f16 and bf16 value is a float), so that a 16-bit layer's sums are the float32 run's on the
+// widened values, bit for bit.
+template <DType D>
+using elem_t = std::conditional_t<D == DType::f32, float, uint16_t>;
+typedef uint16_t u16x16 __attribute__((vector_size(32)));
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+template <DType D>
+__attribute__((always_inline)) inline void load16(v16& v, const elem_t<D>* p) {
+  if constexpr (D == DType::f32) {
+    std::memcpy(&v, p, sizeof(v));
+  } else if constexpr (D == DType::bf16) {  // a bf16 is a float's upper 16 bits
+    u16x16 h;
+    std::memcpy(&h, p, sizeof(h));
+    const u32x16 bits = __builtin_convertvector(h, u32x16) << 16;
+    std::memcpy(&v, &bits, sizeof(v));
+  } else {
+#if defined(__AVX512F__)
+    // (the masked form: GCC 12 warns about the unmasked intrinsic's undefined source operand)
+    const __m512 f = _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    std::memcpy(&v, &f, sizeof(v));
+#elif defined(__F16C__)
+    const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+    std::memcpy(&v, &lo, sizeof(lo));
+    std::memcpy(reinterpret_cast<char*>(&v) + sizeof(lo), &hi, sizeof(hi));
+#else
+    alignas(64) float f[16];
+    for (int i = 0; i < 16; ++i) f[i] = half_to_float(p[i]);
+    std::memcpy(&v, f, sizeof(v));
+#endif
+  }
+}
+template <DType D>
+inline float widen(elem_t<D> v) {
+  if constexpr (D == DType::f32)
+    return v;
+  else if constexpr (D == DType::bf16)
+    return bf16_to_float(v);
+  else
+    return half_to_float(v);
+}
 constexpr int64_t kQB = 8;  // NHWC: output pixels accumulated together in registers (8 of 32 vector registers)
 
 
@@ -67,8 +117,8 @@ constexpr int64_t kQB = 8;  // NHWC: output pixels accumulated together in regis
 // sums its taps in order (for pixel j, tap s = column - U * j rises with the column). Pixels past the
 // block's own (a last, short block) get sums that are never stored.
 // kEdge false: every column inside (no tests).
-template <int S, int U, bool kEdge, int B = int(kQB)>
-__attribute__((always_inline)) inline void row_taps(v16 (&a)[B], const float* xq, const float* wr, int64_t C,
+template <DType D, int S, int U, bool kEdge, int B = int(kQB)>
+__attribute__((always_inline)) inline void row_taps(v16 (&a)[B], const elem_t<D>* xq, const float* wr, int64_t C,
                                                     int c_lo, int c_hi) {
   v16 wv[S];
 #pragma GCC unroll 8
@@ -77,7 +127,7 @@ __attribute__((always_inline)) inline void row_taps(v16 (&a)[B], const float* xq
   for (int c = 0; c < U * (B - 1) + S; ++c) {
     if (kEdge && (c < c_lo || c >= c_hi)) continue;
     v16 xv;
-    load16(xv, xq + c * C);
+    load16<D>(xv, xq + c * C);
 #pragma GCC unroll 8
     for (int s = 0; s < S; ++s) {
       const int d = c - s;
@@ -89,14 +139,15 @@ __attribute__((always_inline)) inline void row_taps(v16 (&a)[B], const float* xq
 // vector channel [cs, cv): the input columns its filter rows reach read once each, tested against the image's
 // edges only where the block reaches past one; the sums stored in acc (the row's [Q][C] buffer), pixels past nb
 // not stored. A function of its own for each (S, U, B), so that each compiles as one loop nest.
+template <DType D>
 struct BlockRow {
-  const float* x;   // the input
+  const elem_t<D>* x;  // the input
   const float* wt;  // the filters as [r][s][c]
   float* acc;       // the output row's sums, [Q][C]
   int64_t n, p, H, W, C, R, stride_h, pad_h, dilation_h, pad_w, cs, cv;
 };
-template <int S, int U, int B>
-__attribute__((noinline)) void block_by_columns(const BlockRow& k, int64_t q0, int64_t nb) {
+template <DType D, int S, int U, int B>
+__attribute__((noinline)) void block_by_columns(const BlockRow<D>& k, int64_t q0, int64_t nb) {
   constexpr int64_t span = (B - 1) * U + S;  // the input columns the block's taps reach
   const int64_t col0 = q0 * U - k.pad_w;     // its first (tap 0 of pixel 0)
   const int c_lo = int(std::max<int64_t>(0, -col0)), c_hi = int(std::min(span, k.W - col0));
@@ -106,25 +157,26 @@ __attribute__((noinline)) void block_by_columns(const BlockRow& k, int64_t q0, i
     for (int64_t r = 0; r < k.R; ++r) {
       const int64_t h = k.p * k.stride_h - k.pad_h + r * k.dilation_h;
       if (h < 0 || h >= k.H) continue;
-      const float* xq = k.x + ((k.n * k.H + h) * k.W + col0) * k.C + c0;
+      const elem_t<D>* xq = k.x + ((k.n * k.H + h) * k.W + col0) * k.C + c0;
       const float* wr = k.wt + r * S * k.C + c0;
       if (edge)
-        row_taps<S, U, true, B>(a, xq, wr, k.C, c_lo, c_hi);
+        row_taps<D, S, U, true, B>(a, xq, wr, k.C, c_lo, c_hi);
       else
-        row_taps<S, U, false, B>(a, xq, wr, k.C, c_lo, c_hi);
+        row_taps<D, S, U, false, B>(a, xq, wr, k.C, c_lo, c_hi);
     }
 #pragma GCC unroll 8
     for (int64_t j = 0; j < B; ++j)
       if (j < nb) store16(k.acc + (q0 + j) * k.C + c0, a[j]);
   }
 }
-using BlockFn = void (*)(const BlockRow&, int64_t, int64_t);
+template <DType D>
+using BlockFn = void (*)(const BlockRow<D>&, int64_t, int64_t);
 // block_by_columns for an S of 3, 5 or 7 and a U of 1 or 2 (checked by the caller).
-template <int B>
-BlockFn block_fn(int64_t S, int64_t U) {
+template <DType D, int B>
+BlockFn<D> block_fn(int64_t S, int64_t U) {
   if (U == 1)
-    return S == 3 ? block_by_columns<3, 1, B> : S == 5 ? block_by_columns<5, 1, B> : block_by_columns<7, 1, B>;
-  return S == 3 ? block_by_columns<3, 2, B> : S == 5 ? block_by_columns<5, 2, B> : block_by_columns<7, 2, B>;
+    return S == 3 ? block_by_columns<D, 3, 1, B> : S == 5 ? block_by_columns<D, 5, 1, B> : block_by_columns<D, 7, 1, B>;
+  return S == 3 ? block_by_columns<D, 3, 2, B> : S == 5 ? block_by_columns<D, 5, 2, B> : block_by_columns<D, 7, 2, B>;
 }
 
 // The part of the epilogue after the sum, for n outputs of one channel (NCHW: bias[k] for all) starting at
@@ -134,10 +186,15 @@ inline void finish_channel(const Epilogue& e, const float* bias, const float* re
   epilogue_span(e, e.alpha, DType::f32, acc, out, n, bias ? bias + k : nullptr, SpanBias::one, res ? res + idx : nullptr);
 }
 
-void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y, const Epilogue& e, float* wt) {
+// NHWC in dtype D: x, w, y, the bias and the residual all D's elements, the filters widened into wt, each
+// output row's sums in float32 and rounded once as it is stored (epilogue_span).
+template <DType D>
+void run_nhwc(const Conv2dProblem& pb, const elem_t<D>* x, const elem_t<D>* w, elem_t<D>* y, const Epilogue& e,
+              float* wt) {
+  using E = elem_t<D>;
   const int64_t C = pb.c, H = pb.h, W = pb.w, P = pb.p(), Q = pb.q(), RS = pb.r * pb.s;
-  const float* bias = static_cast<const float*>(e.bias);
-  const float* res = static_cast<const float*>(e.residual);
+  const E* bias = static_cast<const E*>(e.bias);
+  const E* res = static_cast<const E*>(e.residual);
   const bool plain = bias == nullptr && res == nullptr && e.activation == Activation::none && e.alpha == 1.0f;
   const int64_t sw = pb.stride_w, pw = pb.pad_w, dw = pb.dilation_w;
   const int64_t C16 = C / 16 * 16, pix = sw * C;  // pix: one output pixel's step in the input row
@@ -162,8 +219,8 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
       const int64_t nc = std::min<int64_t>(16, C - c0);
       for (int64_t tap = 0; tap < RS; ++tap) {
         float* __restrict d = wt + tap * C + c0;
-        const float* __restrict src = w + c0 * RS + tap;
-        for (int64_t c = 0; c < nc; ++c) d[c] = src[c * RS];
+        const E* __restrict src = w + c0 * RS + tap;
+        for (int64_t c = 0; c < nc; ++c) d[c] = widen<D>(src[c * RS]);
       }
     };
     if (by_channel) {
@@ -193,12 +250,12 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
       // per-pixel path, the whole blocks between by row_taps (from the row's start, the short 3x3 edge and tail
       // blocks of 8 lost 8-24% at 14x14 and 28x28).
       const int64_t from_start = !by_columns ? 0 : pb.s != 3 || Q % kQB == 0 ? kQB : Q % 7 == 0 ? 7 : 0;
-      const BlockRow blk{x, wt, acc, n, p, H, W, C, pb.r, pb.stride_h, pb.pad_h, pb.dilation_h, pw, cs, cv};
+      const BlockRow<D> blk{x, wt, acc, n, p, H, W, C, pb.r, pb.stride_h, pb.pad_h, pb.dilation_h, pw, cs, cv};
       if (from_start != 0 && cs < cv) {
-        const BlockFn f = from_start == 7 ? block_fn<7>(pb.s, sw) : block_fn<int(kQB)>(pb.s, sw);
+        const BlockFn<D> f = from_start == 7 ? block_fn<D, 7>(pb.s, sw) : block_fn<D, int(kQB)>(pb.s, sw);
         for (int64_t q0 = 0; q0 < Q; q0 += from_start) f(blk, q0, std::min(from_start, Q - q0));
       }
-      const BlockFn whole = by_columns ? block_fn<int(kQB)>(pb.s, sw) : nullptr;
+      const BlockFn<D> whole = by_columns ? block_fn<D, int(kQB)>(pb.s, sw) : nullptr;
       for (int64_t q0 = 0, nb = 0; q0 < Q && cs < cv && from_start == 0; q0 += nb) {
         nb = std::min(kQB, (q0 < in_lo ? in_lo : Q) - q0);
         if (whole != nullptr && nb == kQB) {
@@ -222,12 +279,12 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
             for (int64_t r = 0; r < pb.r; ++r) {
               const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
               if (h < 0 || h >= H) continue;
-              const float* xq = x + ((n * H + h) * W + q0 * sw - pw) * C + c0;
+              const E* xq = x + ((n * H + h) * W + q0 * sw - pw) * C + c0;
               const float* wr = wt + r * pb.s * C + c0;
               for (int64_t s = s_lo[0]; s < s_hi[0]; ++s) {
                 v16 wv, xv;
                 load16(wv, wr + s * C);
-                load16(xv, xq + s * dw * C);
+                load16<D>(xv, xq + s * dw * C);
                 a0 += xv * wv;
               }
             }
@@ -241,20 +298,20 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
             const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
             if (h < 0 || h >= H) continue;
             // (xq: tap 0 of pixel 0, possibly outside the image: only offsets inside are read)
-            const float* xq = x + ((n * H + h) * W + q0 * sw - pw) * C + c0;
+            const E* xq = x + ((n * H + h) * W + q0 * sw - pw) * C + c0;
             const float* wr = wt + r * pb.s * C + c0;
             for (int64_t s = 0; s < pb.s; ++s) {
-              const float* xs = xq + s * dw * C;
+              const E* xs = xq + s * dw * C;
               v16 wv;
               load16(wv, wr + s * C);
               if (s >= sf_lo && s < sf_hi && nb == kQB) {
                 // (a pointer stepped a pixel at a time: fewer address registers than eight offsets j * sw * C,
                 // which the compiler kept on the stack)
-                const float* xj = xs;
+                const E* xj = xs;
 #pragma GCC unroll 8
                 for (int64_t j = 0; j < kQB; ++j, xj += pix) {
                   v16 xv;
-                  load16(xv, xj);
+                  load16<D>(xv, xj);
                   a[j] += xv * wv;
                 }
               } else if (s >= sf_lo && s < sf_hi) {  // (a partial block: its pixels only)
@@ -262,7 +319,7 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
                 for (int64_t j = 0; j < kQB; ++j)
                   if (j < nb) {
                     v16 xv;
-                    load16(xv, xs + j * sw * C);
+                    load16<D>(xv, xs + j * sw * C);
                     a[j] += xv * wv;
                   }
               } else {
@@ -270,7 +327,7 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
                 for (int64_t j = 0; j < kQB; ++j)
                   if (s >= s_lo[j] && s < s_hi[j]) {
                     v16 xv;
-                    load16(xv, xs + j * sw * C);
+                    load16<D>(xv, xs + j * sw * C);
                     a[j] += xv * wv;
                   }
               }
@@ -286,7 +343,7 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
       for (int64_t r = 0; r < pb.r && cr < ce; ++r) {
         const int64_t h = p * pb.stride_h - pb.pad_h + r * pb.dilation_h;
         if (h < 0 || h >= H) continue;
-        const float* xr = x + (n * H + h) * W * C;
+        const E* xr = x + (n * H + h) * W * C;
         for (int64_t s = 0; s < pb.s; ++s) {
           const float* wp = wt + (r * pb.s + s) * C;
           // The outputs q whose input column q*sw - pw + s*dw lies in [0, W): [q_lo, q_hi).
@@ -294,21 +351,23 @@ void run_nhwc(const Conv2dProblem& pb, const float* x, const float* w, float* y,
           const int64_t q_lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
           const int64_t q_hi = std::min(Q, W - off <= 0 ? int64_t(0) : (W - off + sw - 1) / sw);
           for (int64_t q = q_lo; q < q_hi; ++q) {
-            const float* xp = xr + (q * sw + off) * C;
+            const E* xp = xr + (q * sw + off) * C;
             float* ap = acc + q * C;
 #pragma omp simd
-            for (int64_t c = cr; c < ce; ++c) ap[c] += xp[c] * wp[c];
+            for (int64_t c = cr; c < ce; ++c) ap[c] += widen<D>(xp[c]) * wp[c];
           }
         }
       }
       const int64_t base = (n * P + p) * Q * C;
-      if (plain && cs == 0 && ce == C) {
+      if (plain && D == DType::f32 && cs == 0 && ce == C) {
         std::memcpy(y + base, acc, sizeof(float) * size_t(Q * C));
-      } else if (plain) {
+      } else if (plain && D == DType::f32) {
         for (int64_t q = 0; q < Q; ++q) std::memcpy(y + base + q * C + cs, acc + q * C + cs, sizeof(float) * size_t(ce - cs));
+      } else if (plain && cs == 0 && ce == C) {  // 16-bit: the row rounded
+        epilogue_span(Epilogue{}, 1.0f, D, acc, y + base, Q * C, nullptr, SpanBias::none, nullptr);
       } else {
         for (int64_t q = 0; q < Q; ++q)  // a pixel's channels [cs, ce): bias[c] for channel c
-          epilogue_span(e, e.alpha, DType::f32, acc + q * C + cs, y + base + q * C + cs, ce - cs, bias ? bias + cs : nullptr,
+          epilogue_span(e, e.alpha, D, acc + q * C + cs, y + base + q * C + cs, ce - cs, bias ? bias + cs : nullptr,
                         SpanBias::per_element, res ? res + base + q * C + cs : nullptr);
       }
     }
@@ -474,8 +533,8 @@ class CpuDepthwise final : public Algorithm {
   std::string name() const override { return "cpu_depthwise"; }
   Device device() const override { return Device::cpu; }
   std::string description() const override {
-    return "depthwise (groups = C = K) direct convolution: NHWC vectorised over channels, NCHW on a zero-padded "
-           "plane in 4x16 register blocks; OpenMP; f16/bf16 on widened copies";
+    return "depthwise (groups = C = K) direct convolution: NHWC vectorised over channels (f16/bf16 widened as "
+           "loaded), NCHW on a zero-padded plane in 4x16 register blocks (f16/bf16 on widened copies); OpenMP";
   }
   Support can_implement(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (cfg.device != Device::cpu) return Support::no("runs on the CPU only.");
@@ -489,7 +548,7 @@ class CpuDepthwise final : public Algorithm {
   size_t workspace_bytes(const Conv2dProblem& p, const ConvConfig& cfg) const override {
     if (!can_implement(p, cfg)) return 0;
     size_t floats = cfg.layout == Layout::nhwc ? size_t(p.r * p.s * p.c) : 0;  // the transposed filters
-    if (cfg.dtype != DType::f32) {  // widened filters and bias; input and output (and a residual) of a pass
+    if (cfg.dtype != DType::f32 && cfg.layout == Layout::nchw) {  // widened filters and bias; input and output (and a residual) of a pass
       const int64_t nb = images_a_pass(p);
       floats += size_t(p.r * p.s * p.c + p.k + nb * (image_in(p) + 2 * image_out(p)));
     }
@@ -498,12 +557,11 @@ class CpuDepthwise final : public Algorithm {
   void run(const ConvCall& call) const override {
     const Conv2dProblem& pb = call.problem;
     if (Support ok = can_implement(pb, call.config); !ok) throw Error(StatusCode::unsupported, "cpu_depthwise: " + ok.reason);
-    if (call.config.dtype != DType::f32) return run16(call);
-    const float* x = static_cast<const float*>(call.src.data);
-    const float* w = static_cast<const float*>(call.wei.data);
-    float* y = static_cast<float*>(call.dst.data);
+    const DType dt = call.config.dtype;
     if (call.config.layout == Layout::nchw) {
-      run_nchw(pb, x, w, y, call.epilogue);
+      if (dt != DType::f32) return run16_nchw(call);
+      run_nchw(pb, static_cast<const float*>(call.src.data), static_cast<const float*>(call.wei.data),
+               static_cast<float*>(call.dst.data), call.epilogue);
       return;
     }
     const size_t need = workspace_bytes(pb, call.config);
@@ -511,11 +569,21 @@ class CpuDepthwise final : public Algorithm {
       throw Error(StatusCode::invalid_tensor, "cpu_depthwise needs " + std::to_string(need) +
                                                   " bytes of workspace but was given " +
                                                   std::to_string(call.workspace_bytes) + ".");
-    run_nhwc(pb, x, w, y, call.epilogue, static_cast<float*>(call.workspace));
+    auto nhwc = [&](auto tag) {
+      constexpr DType D = decltype(tag)::value;
+      run_nhwc<D>(pb, static_cast<const elem_t<D>*>(call.src.data), static_cast<const elem_t<D>*>(call.wei.data),
+                  static_cast<elem_t<D>*>(call.dst.data), call.epilogue, static_cast<float*>(call.workspace));
+    };
+    if (dt == DType::bf16)
+      nhwc(std::integral_constant<DType, DType::bf16>{});
+    else if (dt == DType::f16)
+      nhwc(std::integral_constant<DType, DType::f16>{});
+    else
+      nhwc(std::integral_constant<DType, DType::f32>{});
   }
 
  private:
-  // f16/bf16 (the file's header): widened copies in the workspace, the float32 run, the output rounded.
+  // f16/bf16 NCHW (the file's header): widened copies in the workspace, the float32 run, the output rounded.
   // 16-bit tensors go through float32 copies a pass of images_a_pass images at a time (a batch's whole copies
   // were 38 MB at 96 channels of 64x64, batch 8: past glibc's largest reused block, fresh pages from the kernel
   // every call through the PyTorch op).
@@ -527,7 +595,7 @@ class CpuDepthwise final : public Algorithm {
                                std::max<int64_t>(1, p.n));
   }
 
-  void run16(const ConvCall& call) const {
+  void run16_nchw(const ConvCall& call) const {
     const Conv2dProblem& pb = call.problem;
     const DType dt = call.config.dtype;
     const size_t need = workspace_bytes(pb, call.config);
@@ -537,8 +605,7 @@ class CpuDepthwise final : public Algorithm {
                                                   std::to_string(call.workspace_bytes) + ".");
     const int64_t nb_max = images_a_pass(pb), nw = pb.r * pb.s * pb.c;
     const int64_t in_img = image_in(pb), out_img = image_out(pb);
-    float* wt = static_cast<float*>(call.workspace);  // the NHWC pass's transposed filters
-    float* w = wt + (call.config.layout == Layout::nhwc ? nw : 0);
+    float* w = static_cast<float*>(call.workspace);
     float* bias = w + nw;
     float* x = bias + pb.k;
     float* y = x + nb_max * in_img;
@@ -571,10 +638,7 @@ class CpuDepthwise final : public Algorithm {
         widen_all(static_cast<const uint16_t*>(residual) + n0 * out_img, res, ny);
         e.residual = res;
       }
-      if (call.config.layout == Layout::nchw)
-        run_nchw(sub, x, w, y, e);
-      else
-        run_nhwc(sub, x, w, y, e, wt);
+      run_nchw(sub, x, w, y, e);
       const Epilogue plain;  // (the epilogue was applied in float32: only the rounding is left)
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < ny; i += 4096)
