@@ -31,6 +31,7 @@ struct SystemInfo {
   std::string openblas;          // config string, or empty when not built in
   std::string openblas_core;     // the kernel set OpenBLAS chose when it loaded (its core name), or empty
   bool cpu_avx512 = false;       // AVX-512 F, DQ, BW and VL (what OpenBLAS's SkylakeX kernels use)
+  std::string cpu_sgemm;         // the float32 GEMM of the CPU algorithms (OpenBLAS or oneDNN's) and why, or empty
   std::string onednn_version;    // or empty
   int cpu_threads = 0;           // OpenMP max threads
   bool cpu_bf16_native = false;  // cpu_bf16_native() below

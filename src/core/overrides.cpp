@@ -14,6 +14,7 @@ namespace {
 constexpr std::string_view kOverrides[] = {
     "CONVKIT_SYNC_CHECK",               // 1: synchronise after every launch (src/cuda/common/runtime.cu)
     "CONVKIT_WINOGRAD_VARIANT",         // cpu_winograd's transform
+    "CONVKIT_SGEMM",                    // the CPU's float32 GEMM: openblas or onednn
     "CONVKIT_REGBLOCK_CFG",             // cuda_direct_regblock's channel split and chunk
     "CONVKIT_IGEMM_TILE",               // cuda_igemm_simt's tile
     "CONVKIT_IGEMM_SPLITK",             // cuda_igemm_simt's split count

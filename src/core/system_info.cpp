@@ -8,6 +8,7 @@
 #include "core/cuda_hooks.hpp"
 #include "cpu/epilogue_span.hpp"
 #include "cpu/gemm_bf16.hpp"
+#include "cpu/sgemm.hpp"
 
 #ifdef CONVKIT_HAVE_OPENBLAS
 #include <cblas.h>
@@ -35,6 +36,7 @@ SystemInfo system_info() {
   info.cpu_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                     __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 #endif
+  if (detail::sgemm_backend() != detail::SgemmBackend::none) info.cpu_sgemm = detail::sgemm_backend_reason();
   info.cpu_bf16_native = cpu_bf16_native();
   info.cpu_vector_math = detail::epilogue_span_vector_math();
   detail::fill_cuda_info(info);

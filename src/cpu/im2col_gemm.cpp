@@ -36,6 +36,7 @@
 #include "cpu/gemm_bf16.hpp"
 #include "cpu/im2col.hpp"
 #include "cpu/openblas_common.hpp"
+#include "cpu/sgemm.hpp"
 
 #include <omp.h>
 
@@ -257,13 +258,13 @@ class CpuIm2colGemm final : public Algorithm {
             const float* wg = wt + (g * Kg + k0) * CRS;
             if (kb > 0 && nchw) {  // dst[k0:k1, PQ] = W[k0:k1, CRS] x col[CRS, PQ]
               float* yg = y + c * out_img + (g * Kg + k0) * PQ;
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(kb), int(Mc), int(CRS), e.alpha, wg,
+              sgemm(false, false, int(kb), int(Mc), int(CRS), e.alpha, wg,
                           int(CRS), cols ? col : xn + g * Cg * PQ, int(PQ), gemm_beta, yg, int(PQ));
               finish_block(e, DType::f32, yg, PQ, yg, res_pass ? res_pass + (yg - y) : nullptr,
                            bias ? bias + g * Kg + k0 : nullptr, kb, Mc, PQ, true);
             } else if (kb > 0) {  // dst[Mc, k0:k1] = col[Mc, CRS] x W[k0:k1, CRS]^T
               float* yg = y + c * fold * out_img + g * Kg + k0;
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(Mc), int(kb), int(CRS), e.alpha,
+              sgemm(false, true, int(Mc), int(kb), int(CRS), e.alpha,
                           cols ? col : x + g * Cg, int(cols ? CRS : pb.c), wg, int(CRS), gemm_beta, yg, int(pb.k));
               finish_block(e, DType::f32, yg, pb.k, yg, res_pass ? res_pass + (yg - y) : nullptr,
                            bias ? bias + g * Kg + k0 : nullptr, Mc, kb, pb.k, false);
@@ -281,7 +282,7 @@ class CpuIm2colGemm final : public Algorithm {
             const float* b = cols ? col : xn + g * Cg * PQ;  // 1x1 s1 p0: H*W == P*Q
             if (cols) im2col_nchw(pb, xn, DType::f32, g, col, m0, m1);
             float* yg = y + n * out_img + g * Kg * PQ + m0;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Kg), int(mb), int(CRS), e.alpha,
+            sgemm(false, false, int(Kg), int(mb), int(CRS), e.alpha,
                         wt + g * Kg * CRS, int(CRS), b + m0, int(PQ), gemm_beta, yg, int(PQ));
             finish_block(e, DType::f32, yg, PQ, yg, res_pass ? res_pass + (yg - y) : nullptr,
                          bias ? bias + g * Kg : nullptr, Kg, mb, PQ, true);
@@ -290,7 +291,7 @@ class CpuIm2colGemm final : public Algorithm {
             const int64_t lda = cols ? CRS : pb.c;
             if (cols) nhwc_columns(n, g, m0, m1);
             float* yg = y + n * fold * out_img + m0 * pb.k + g * Kg;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(mb), int(Kg), int(CRS), e.alpha, a + m0 * lda,
+            sgemm(false, true, int(mb), int(Kg), int(CRS), e.alpha, a + m0 * lda,
                         int(lda), wt + g * Kg * CRS, int(CRS), gemm_beta, yg, int(pb.k));
             finish_block(e, DType::f32, yg, pb.k, yg, res_pass ? res_pass + (yg - y) : nullptr,
                          bias ? bias + g * Kg : nullptr, mb, Kg, pb.k, false);
@@ -341,14 +342,14 @@ class CpuIm2colGemm final : public Algorithm {
           if (nchw) {  // yf[Kg, band] = W[Kg, CRS] x col[CRS, band]
             im2col_nchw(pb, xn, dt, g, col, m0, m1);
             float* yg = yf + g * Kg * PQ + m0;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Kg), int(mb), int(CRS), e.alpha,
+            sgemm(false, false, int(Kg), int(mb), int(CRS), e.alpha,
                         wt + g * Kg * CRS, int(CRS), col + m0, int(PQ), 0.0f, yg, int(PQ));
             const int64_t off = n * out_img + g * Kg * PQ + m0;
             finish_block(e, dt, yg, PQ, y + off, res ? res + off : nullptr, bg, Kg, mb, PQ, true);
           } else {  // yf[band, Kg] = col[band, CRS] x W[Kg, CRS]^T
             im2col_nhwc(pb, xn, dt, g, col, CRS, m0, m1);
             float* yg = yf + m0 * pb.k + g * Kg;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(mb), int(Kg), int(CRS), e.alpha, col + m0 * CRS,
+            sgemm(false, true, int(mb), int(Kg), int(CRS), e.alpha, col + m0 * CRS,
                         int(CRS), wt + g * Kg * CRS, int(CRS), 0.0f, yg, int(pb.k));
             const int64_t off = n * out_img + m0 * pb.k + g * Kg;
             finish_block(e, dt, yg, pb.k, y + off, res ? res + off : nullptr, bg, mb, Kg, pb.k, false);

@@ -26,6 +26,7 @@
 #include "cpu/gemm_bf16.hpp"
 #include "cpu/im2col.hpp"
 #include "cpu/openblas_common.hpp"
+#include "cpu/sgemm.hpp"
 #include "cpu/wgrad_gemm.hpp"
 
 #include <omp.h>
@@ -201,10 +202,10 @@ void cpu_wgrad_gemm(const Conv2dProblem& pb, const TensorView& x, const TensorVi
           for (int64_t j0 = 0; j0 < CRS; j0 += kRoundColumns) {  // part[kb, cw] = the columns [j0, j0 + cw)
             const int64_t cw = std::min(kRoundColumns, CRS - j0);
             if (nhwc)
-              cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(kb), int(cw), int(rows), 1.0f,
+              sgemm(true, false, int(kb), int(cw), int(rows), 1.0f,
                           gn + g * Kg + k0, int(pb.k), col.get() + j0, int(CRS), 0.0f, part.get(), int(cw));
             else
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(kb), int(cw), int(PQ), 1.0f,
+              sgemm(false, true, int(kb), int(cw), int(PQ), 1.0f,
                           gn + (g * Kg + k0) * PQ, int(PQ), col.get() + j0 * PQ, int(PQ), 0.0f, part.get(), int(cw));
             for (int64_t i = 0; i < kb; ++i)
               round_sums(part.get() + i * cw, gw.dtype, g16out + (g * Kg + k0 + i) * CRS + j0, cw);
@@ -213,10 +214,10 @@ void cpu_wgrad_gemm(const Conv2dProblem& pb, const TensorView& x, const TensorVi
           float* o = out + (g * Kg + k0) * CRS;  // (KRSC and KCRS: rows of CRS in the column matrix's order)
           const float beta = n0 == 0 ? 0.0f : 1.0f;
           if (nhwc)  // o[kb, CRS] (+)= gn[rows, g*Kg + k0 ..]^T x col[rows, CRS]
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(kb), int(CRS), int(rows), 1.0f,
+            sgemm(true, false, int(kb), int(CRS), int(rows), 1.0f,
                         gn + g * Kg + k0, int(pb.k), col.get(), int(CRS), beta, o, int(CRS));
           else  // o[kb, CRS] (+)= gn[g*Kg + k0 .., PQ] x col[CRS, PQ]^T
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(kb), int(CRS), int(PQ), 1.0f,
+            sgemm(false, true, int(kb), int(CRS), int(PQ), 1.0f,
                         gn + (g * Kg + k0) * PQ, int(PQ), col.get(), int(PQ), beta, o, int(CRS));
         }
 #pragma omp barrier

@@ -34,6 +34,7 @@
 #include "common/activation.hpp"
 #include "core/registry.hpp"
 #include "cpu/openblas_common.hpp"
+#include "cpu/sgemm.hpp"
 
 #include <omp.h>
 
@@ -292,7 +293,7 @@ void run_winograd(const ConvCall& call) {
   const bool whole_chunks = chunks >= threads;
   auto gemm = [&](const float* Ug, const float* V, float* M, int64_t nt, int e) {
     // M[e] (nt x Kg) = V[e] (nt x Cg) * U[e]^T (Cg x Kg)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(nt), int(q.Kg), int(q.Cg), 1.0f, V + e * nt * q.Cg,
+    sgemm(false, true, int(nt), int(q.Kg), int(q.Cg), 1.0f, V + e * nt * q.Cg,
                 int(q.Cg), Ug + e * q.Kg * q.Cg, int(q.Cg), 0.0f, M + e * nt * q.Kg, int(q.Kg));
   };
   for (int64_t g = 0; g < pb.groups; ++g) {

@@ -46,6 +46,8 @@ int run_doctor() {
                      "AVX-512 kernels"
                    : "");
   }
+  fmt::print("float32 GEMM (cpu_im2col_gemm, cpu_winograd, weight gradients): {}\n",
+             s.cpu_sgemm.empty() ? "none in this build" : s.cpu_sgemm);
   fmt::print("oneDNN: {}\n", s.onednn_version.empty() ? "not in this build (the onednn_cpu peer is unavailable)"
                                                        : s.onednn_version);
   if (!s.cuda_built) {
