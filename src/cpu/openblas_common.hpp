@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "convkit/algorithm.hpp"
+#include "cpu/sgemm.hpp"
 
 #ifdef CONVKIT_HAVE_OPENBLAS
 #include <cblas.h>
@@ -36,6 +37,7 @@ inline Support openblas_f32_request(const Conv2dProblem& p, const ConvConfig& cf
 inline void single_threaded_blas() {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });
+  prepare_sgemm();  // (outside the caller's parallel region: sgemm.hpp)
 }
 #endif
 

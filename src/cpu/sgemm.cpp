@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <mutex>
+#include <vector>
 
 #include "convkit/status.hpp"
 #include "core/overrides.hpp"
@@ -44,6 +45,24 @@ bool avx2_or_wider(const std::string& core) {
   return std::any_of(std::begin(cores), std::end(cores), [&](const char* c) { return core == c; });
 }
 
+// oneDNN's GEMM sets itself up on its first calls; in a PyTorch 2.11 process, first called from inside
+// convkit's OpenMP threads, dnnl_sgemm returned status 3 (unimplemented) on every call after (with arguments
+// that the CLI's process ran fine), and first called outside them it then ran inside them too (2026-12-06).
+// So the first calls are made here, before any parallel region (prepare_sgemm), once each way of transposing:
+// 0, or the first status that was not success.
+int warm_up_onednn() {
+#ifdef CONVKIT_HAVE_ONEDNN
+  constexpr int n = 64;
+  std::vector<float> a(n * n, 1.0f), b(n * n, 1.0f), c(n * n, 0.0f);
+  for (const char ta : {'N', 'T'})
+    for (const char tb : {'N', 'T'})
+      if (const dnnl_status_t s = dnnl_sgemm(ta, tb, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+          s != dnnl_success)
+        return int(s);
+#endif
+  return 0;
+}
+
 void decide() {
   constexpr bool have_openblas =
 #ifdef CONVKIT_HAVE_OPENBLAS
@@ -64,6 +83,7 @@ void decide() {
     return;
   }
   if (want == "onednn" && have_onednn) {
+    warm_up_onednn();  // (a failure shows on the first call: fall_back_to_openblas)
     g_backend = SgemmBackend::onednn, g_reason = "oneDNN's dnnl_sgemm (CONVKIT_SGEMM=onednn)";
     return;
   }
@@ -78,9 +98,17 @@ void decide() {
 #endif
   const bool user_core = std::getenv("OPENBLAS_CORETYPE") != nullptr;
   if (have_onednn && !user_core && cpu_has_avx2_fma() && !avx2_or_wider(lower(core))) {
+    const std::string why = "OpenBLAS did not recognise this CPU and runs its " + core +
+                            " kernels, older than the CPU's AVX2 (OPENBLAS_CORETYPE=Haswell or SkylakeX chooses "
+                            "OpenBLAS's own)";
+    if (const int s = warm_up_onednn(); s != 0) {
+      g_backend = SgemmBackend::openblas;
+      g_reason = "OpenBLAS: " + why + ", but oneDNN's dnnl_sgemm returned status " + std::to_string(s) +
+                 " on its first calls";
+      return;
+    }
     g_backend = SgemmBackend::onednn;
-    g_reason = "oneDNN's dnnl_sgemm: OpenBLAS did not recognise this CPU and runs its " + core +
-               " kernels, older than the CPU's AVX2 (OPENBLAS_CORETYPE=Haswell or SkylakeX chooses OpenBLAS's own)";
+    g_reason = "oneDNN's dnnl_sgemm: " + why;
     return;
   }
   g_backend = SgemmBackend::openblas;
@@ -96,6 +124,18 @@ void decide_and_note() {
     g_reason += "; CONVKIT_SGEMM=" + std::string(env) + " ignored (openblas or onednn, where the build has it)";
 }
 
+#if defined(CONVKIT_HAVE_ONEDNN) && defined(CONVKIT_HAVE_OPENBLAS)
+// dnnl_sgemm refused a call: OpenBLAS for it and every later one (once; any thread may get here).
+void fall_back_to_openblas(int status) {
+  static std::mutex m;
+  const std::lock_guard<std::mutex> lock(m);
+  if (g_backend.load() != SgemmBackend::onednn) return;
+  g_reason = "OpenBLAS: oneDNN's dnnl_sgemm returned status " + std::to_string(status) +
+             " in this process, so convkit went back to OpenBLAS (it was chosen because " + g_reason + ")";
+  g_backend = SgemmBackend::openblas;
+}
+#endif
+
 }  // namespace
 
 SgemmBackend sgemm_backend() {
@@ -104,6 +144,8 @@ SgemmBackend sgemm_backend() {
   });
   return g_backend.load();
 }
+
+void prepare_sgemm() { sgemm_backend(); }
 
 std::string sgemm_backend_reason() {
   sgemm_backend();
@@ -119,6 +161,7 @@ void set_sgemm_backend(SgemmBackend b) {
   if (b == SgemmBackend::onednn) throw Error(StatusCode::not_available, "this build has no oneDNN.");
 #endif
   if (b == SgemmBackend::none) throw Error(StatusCode::unsupported, "set_sgemm_backend: name a GEMM.");
+  if (b == SgemmBackend::onednn) warm_up_onednn();
   g_backend = b;
   g_reason = b == SgemmBackend::onednn ? "oneDNN's dnnl_sgemm (set)" : "OpenBLAS (set)";
 }
@@ -130,9 +173,14 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
     case SgemmBackend::onednn: {
       const dnnl_status_t s = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
                                          beta, C, ldc);
-      if (s != dnnl_success)
-        throw Error(StatusCode::internal, "dnnl_sgemm failed with status " + std::to_string(int(s)) + ".");
-      return;
+      if (s == dnnl_success) return;
+#ifdef CONVKIT_HAVE_OPENBLAS
+      // (see warm_up_onednn) this call and the rest of the process go to OpenBLAS; doctor's line says why
+      fall_back_to_openblas(int(s));
+      break;
+#else
+      throw Error(StatusCode::internal, "dnnl_sgemm failed with status " + std::to_string(int(s)) + ".");
+#endif
     }
 #endif
 #ifdef CONVKIT_HAVE_OPENBLAS
@@ -144,6 +192,10 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
     default:
       throw Error(StatusCode::not_available, "no float32 GEMM in this build (OpenBLAS or oneDNN).");
   }
+#ifdef CONVKIT_HAVE_OPENBLAS
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha,
+              A, lda, B, ldb, beta, C, ldc);
+#endif
 }
 
 }  // namespace convkit::detail

@@ -16,6 +16,9 @@ namespace convkit::detail {
 
 enum class SgemmBackend { none, openblas, onednn };
 
+// Decides the GEMM (and makes oneDNN's first calls, see sgemm.cpp) outside any OpenMP parallel region: every
+// algorithm calls it before its own (single_threaded_blas does).
+void prepare_sgemm();
 // Which GEMM sgemm() calls in this process (decided on the first call), and why, in a sentence.
 SgemmBackend sgemm_backend();
 std::string sgemm_backend_reason();
