@@ -40,6 +40,11 @@ struct SystemInfo {
 
 SystemInfo system_info();
 
+// The float32 GEMM of the CPU algorithms (cpu_im2col_gemm, cpu_winograd, the weight gradient) and why, in a
+// sentence: OpenBLAS's, or oneDNN's where OpenBLAS did not recognise the CPU (docs/environment.md); empty when
+// the build has neither. Decided once a process, on the first call of this or of such a GEMM (no device query).
+std::string cpu_float32_gemm();
+
 // Whether bfloat16 NHWC convolutions on the CPU compute on the CPU's bfloat16 dot product (AVX512-BF16, in
 // this build: cpu_im2col_gemm) rather than widened to float32. Cheap (no device query): the PyTorch
 // extension's CPU autocast rule asks it on every call.

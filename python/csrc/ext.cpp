@@ -692,12 +692,26 @@ PyObject* py_plan(PyObject*, PyObject* args) {
 // convkit._C.cpu_bf16_native() -> bool: convkit::cpu_bf16_native() (bfloat16 NHWC on the CPU's dot product).
 PyObject* py_cpu_bf16_native(PyObject*, PyObject*) { return PyBool_FromLong(convkit::cpu_bf16_native() ? 1 : 0); }
 
+// convkit._C.cpu_float32_gemm() -> str: convkit::cpu_float32_gemm() (which float32 GEMM the CPU algorithms
+// call, and why).
+PyObject* py_cpu_float32_gemm(PyObject*, PyObject*) {
+  try {
+    const std::string s = convkit::cpu_float32_gemm();
+    return PyUnicode_FromString(s.c_str());
+  } catch (const std::exception& e) {  // nothing may unwind through the C API
+    PyErr_SetString(PyExc_RuntimeError, (std::string("convkit.cpu_float32_gemm: ") + e.what()).c_str());
+    return nullptr;
+  }
+}
+
 PyMethodDef methods[] = {
     {"plan", py_plan, METH_VARARGS,
      "plan(problem, dtype, layout, device, algo, activation='none') -> (algorithm, layout, variant, source, "
      "workspace, verdicts, own variant)"},
     {"cpu_bf16_native", py_cpu_bf16_native, METH_NOARGS,
      "cpu_bf16_native() -> bool: bfloat16 NHWC convolutions on the CPU run on its bfloat16 dot product"},
+    {"cpu_float32_gemm", py_cpu_float32_gemm, METH_NOARGS,
+     "cpu_float32_gemm() -> str: the float32 GEMM of the CPU algorithms (OpenBLAS's or oneDNN's) and why"},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

@@ -134,3 +134,24 @@ def test_plan_reports_workspace_and_every_verdict():
     assert "it runs per-sample weights only" in dict(p.verdicts)["cpu_per_sample"]
     for name, answer in p.verdicts:
         assert answer, name
+
+
+def test_cpu_float32_gemm_names_the_library_and_the_import_warns_only_for_generic_openblas(monkeypatch):
+    """convkit._C.cpu_float32_gemm() names the float32 GEMM of the CPU algorithms (OpenBLAS's or oneDNN's) and
+    why; the import-time warning fires for an OpenBLAS that did not recognise the CPU, and only then."""
+    import warnings
+
+    why = _C.cpu_float32_gemm()
+    assert isinstance(why, str)
+    if why:  # (empty only in a build with neither library)
+        assert "OpenBLAS" in why or "oneDNN" in why, why
+    monkeypatch.setattr(_C, "cpu_float32_gemm", lambda: "OpenBLAS: OpenBLAS did not recognise this CPU and runs "
+                        "its Prescott kernels, older than the CPU's AVX2; no oneDNN in this build")
+    with pytest.warns(RuntimeWarning, match="OPENBLAS_CORETYPE"):
+        convkit._warn_if_openblas_is_generic()
+    for fine in ("OpenBLAS (SkylakeX kernels)", "oneDNN's dnnl_sgemm: OpenBLAS did not recognise this CPU and runs "
+                 "its Prescott kernels, older than the CPU's AVX2"):
+        monkeypatch.setattr(_C, "cpu_float32_gemm", lambda: fine)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            convkit._warn_if_openblas_is_generic()

@@ -36,7 +36,7 @@ SystemInfo system_info() {
   info.cpu_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                     __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 #endif
-  if (detail::sgemm_backend() != detail::SgemmBackend::none) info.cpu_sgemm = detail::sgemm_backend_reason();
+  info.cpu_sgemm = cpu_float32_gemm();
   info.cpu_bf16_native = cpu_bf16_native();
   info.cpu_vector_math = detail::epilogue_span_vector_math();
   detail::fill_cuda_info(info);
@@ -44,5 +44,9 @@ SystemInfo system_info() {
 }
 
 bool cpu_bf16_native() { return detail::gemm_bf16_available(); }
+
+std::string cpu_float32_gemm() {
+  return detail::sgemm_backend() == detail::SgemmBackend::none ? std::string() : detail::sgemm_backend_reason();
+}
 
 }  // namespace convkit

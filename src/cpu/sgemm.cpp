@@ -45,11 +45,11 @@ bool avx2_or_wider(const std::string& core) {
   return std::any_of(std::begin(cores), std::end(cores), [&](const char* c) { return core == c; });
 }
 
-// oneDNN's GEMM sets itself up on its first calls; in a PyTorch 2.11 process, first called from inside
-// convkit's OpenMP threads, dnnl_sgemm returned status 3 (unimplemented) on every call after (with arguments
-// that the CLI's process ran fine), and first called outside them it then ran inside them too (2026-12-06).
-// So the first calls are made here, before any parallel region (prepare_sgemm), once each way of transposing:
-// 0, or the first status that was not success.
+// oneDNN's GEMM sets itself up on its first calls: they are made here, before any parallel region
+// (prepare_sgemm), once each way of transposing, so that a library that cannot run (status 3, unimplemented,
+// as Debian's libdnnl did in a PyTorch process when loaded as the extension's dependency: python/convkit
+// loads it first on its own) is found before the algorithms' OpenMP threads call it. 0, or the first status
+// that was not success.
 int warm_up_onednn() {
 #ifdef CONVKIT_HAVE_ONEDNN
   constexpr int n = 64;
@@ -97,10 +97,16 @@ void decide() {
   if (const char* c = openblas_get_corename()) core = c;
 #endif
   const bool user_core = std::getenv("OPENBLAS_CORETYPE") != nullptr;
-  if (have_onednn && !user_core && cpu_has_avx2_fma() && !avx2_or_wider(lower(core))) {
-    const std::string why = "OpenBLAS did not recognise this CPU and runs its " + core +
-                            " kernels, older than the CPU's AVX2 (OPENBLAS_CORETYPE=Haswell or SkylakeX chooses "
-                            "OpenBLAS's own)";
+  const bool generic = !user_core && cpu_has_avx2_fma() && !avx2_or_wider(lower(core));
+  const std::string why = "OpenBLAS did not recognise this CPU and runs its " + core +
+                          " kernels, older than the CPU's AVX2 (OPENBLAS_CORETYPE=Haswell or SkylakeX chooses "
+                          "OpenBLAS's own)";
+  if (generic && !have_onednn) {
+    g_backend = SgemmBackend::openblas;
+    g_reason = "OpenBLAS: " + why + "; no oneDNN in this build";
+    return;
+  }
+  if (generic) {
     if (const int s = warm_up_onednn(); s != 0) {
       g_backend = SgemmBackend::openblas;
       g_reason = "OpenBLAS: " + why + ", but oneDNN's dnnl_sgemm returned status " + std::to_string(s) +
