@@ -19,10 +19,11 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 
 def _load_onednn_on_its_own():
     """Loads the oneDNN library the extension links (Debian's libdnnl.so.2), if there is one, before the
-    extension: loaded as the extension's dependency, its references resolve first to the C++ standard library
-    symbols that libtorch_cpu exports, and then its float32 GEMM refused every call (status 3) or ran at the
-    speed of a plain loop (a 3x3 64 -> 64 layer at 32x32, batch 8: 12.1 ms through convkit.conv2d; loaded
-    here first, 4.9 ms; docs/perf.md, 2026-12-06). The extension then binds to this copy (same soname)."""
+    extension. Loaded as the extension's dependency, its symbol lookups also search the extension's other
+    dependencies, libtorch_cpu among them (which exports C++ standard library symbols), and its float32 GEMM
+    then refused every call (status 3) or ran at the speed of a plain loop (a 3x3 64 -> 64 layer at 32x32,
+    batch 8: 12.1 ms through convkit.conv2d); loaded here first, on its own, 4.1 ms (docs/perf.md,
+    2026-12-06). Which symbol it was is not known. The extension then binds to this copy (same soname)."""
     import ctypes
 
     try:
