@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -157,5 +158,34 @@ TEST(EpilogueSpan, SixteenBitVectorsRoundAsTheScalarConversion) {
     epilogue_span(e, 1.0f, DType::bf16, acc.data(), out.data(), 16, nullptr, SpanBias::none, res ? zero.data() : nullptr);
     const auto* o = reinterpret_cast<const uint16_t*>(out.data());
     for (int j = 0; j < 16; ++j) EXPECT_EQ(o[j], float_to_bf16(acc[size_t(j)])) << "element " << j << " " << acc[size_t(j)];
+  }
+}
+
+// The float16 stores and loads on whole vectors (where the build has AVX-512; else the scalar conversion, the
+// same test): every output of the span rounded as float_to_half does, with ties to even, values past float16's
+// largest to infinity, subnormals, signed zeros and NaN (float_to_half's quiet NaN, whatever the payload); no
+// activation, so each output is the input rounded once; a residual of +0 loaded as float16 leaves it so (-0 +
+// +0 = +0, as in float). 37 values: two whole chunks and a tail.
+TEST(EpilogueSpan, Float16VectorsRoundAsTheScalarConversion) {
+  uint32_t payload_nan_bits = 0x7fa12345u;  // a quiet NaN with a payload the instruction would keep
+  float payload_nan;
+  std::memcpy(&payload_nan, &payload_nan_bits, 4);
+  const std::vector<float> acc = {1.0f,        2049.0f,    2051.0f,  2050.0f,   65504.0f, 65519.0f, 65520.0f,
+                                  1.0e6f,      -1.0e6f,    INFINITY, -INFINITY, std::nanf(""), payload_nan,
+                                  -payload_nan, 0.0f,      -0.0f,    6.0e-8f,   3.0e-8f,  2.9e-8f,  1.0e-5f,
+                                  -1.0e-5f,    6.1e-5f,    0.1f,     -0.3f,     1.0005f,  1.00048828125f,
+                                  1.00146484375f, 3.14159f, -2.71828f, 1000.3f, 5.96e-8f, -5.96e-8f, 1.0e-9f,
+                                  65536.0f,    -65520.0f,  0.33333f, 7.0f};
+  const size_t n = acc.size();
+  for (bool res : {false, true}) {
+    const auto zero = elements(DType::f16, int64_t(n), std::vector<float>(n, 0.0f));
+    auto out = elements(DType::f16, int64_t(n), std::vector<float>(n, 1.0f));
+    epilogue_span(Epilogue{}, 1.0f, DType::f16, acc.data(), out.data(), int64_t(n), nullptr, SpanBias::none,
+                  res ? zero.data() : nullptr);
+    const auto* o = reinterpret_cast<const uint16_t*>(out.data());
+    for (size_t j = 0; j < n; ++j) {
+      const float want_in = res && acc[j] == 0.0f ? 0.0f : acc[j];  // (-0 + +0 = +0)
+      EXPECT_EQ(o[j], float_to_half(want_in)) << "element " << j << " " << acc[j] << (res ? " with a residual" : "");
+    }
   }
 }

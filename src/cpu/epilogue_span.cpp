@@ -101,6 +101,30 @@ inline void floats_to_bf16(uint16_t* p, const v16& v) {
   std::memcpy(p, &h, sizeof(h));
 }
 
+// float16 to and from float on whole vectors where the build has AVX-512 F, BW and VL (round to
+// nearest even, subnormals exact): element.hpp's half_to_float and float_to_half lane by lane, a NaN stored
+// as float_to_half's quiet NaN (the instruction keeps the payload's top bits, the scalar conversion does not).
+// Elsewhere the scalar conversions, one value at a time.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__x86_64__)
+#include <immintrin.h>
+#define CONVKIT_SPAN_F16_VECTORS 1
+inline void f16_to_floats(v16& v, const uint16_t* p) {
+  // (the masked form: GCC 12 warns about the unmasked intrinsic's undefined source operand)
+  const __m512 f = _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  std::memcpy(&v, &f, sizeof(v));
+}
+inline void floats_to_f16(uint16_t* p, const v16& v) {
+  __m512 f;
+  std::memcpy(&f, &v, sizeof(f));
+  const __m256i h = _mm512_maskz_cvtps_ph(0xffff, f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);  // (masked: as above)
+  const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+  // float_to_half's NaN: the sign, 0x7c00 and the quiet bit 0x200
+  const __m256i canon = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(int16_t(0x8000))),
+                                        _mm256_set1_epi16(int16_t(0x7e00)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_mask_mov_epi16(h, nan, canon));
+}
+#endif
+
 template <DType D>
 inline void load16(v16& v, const void* p, int64_t j) {
   if constexpr (D == DType::f32) {
@@ -108,7 +132,11 @@ inline void load16(v16& v, const void* p, int64_t j) {
   } else if constexpr (D == DType::bf16) {
     bf16_to_floats(v, static_cast<const uint16_t*>(p) + j);
   } else {
+#ifdef CONVKIT_SPAN_F16_VECTORS
+    f16_to_floats(v, static_cast<const uint16_t*>(p) + j);
+#else
     for (int i = 0; i < kLanes; ++i) v[i] = load_as_float(p, D, j + i);
+#endif
   }
 }
 
@@ -119,7 +147,11 @@ inline void store16(void* p, int64_t j, const v16& v) {
   } else if constexpr (D == DType::bf16) {
     floats_to_bf16(static_cast<uint16_t*>(p) + j, v);
   } else {
+#ifdef CONVKIT_SPAN_F16_VECTORS
+    floats_to_f16(static_cast<uint16_t*>(p) + j, v);
+#else
     for (int i = 0; i < kLanes; ++i) store_from_float(p, D, j + i, v[i]);
+#endif
   }
 }
 
@@ -153,7 +185,15 @@ inline void activate16(const v16& x, v16& y) {
 template <Activation A, DType D, SpanBias B, bool kRes>
 void run(float alpha, float beta, const float* acc, void* out, int64_t n, const void* bias, const void* res) {
   const float b0 = B == SpanBias::one ? load_as_float(bias, D, 0) : 0.0f;
-  if constexpr (A == Activation::silu || A == Activation::sigmoid || A == Activation::gelu) {
+  constexpr bool kVecAct = A == Activation::silu || A == Activation::sigmoid || A == Activation::gelu;
+#ifdef CONVKIT_SPAN_F16_VECTORS
+  // float16 takes whole chunks for every activation: its scalar conversions (branches, a subnormal's ldexp)
+  // kept the compiler from vectorising the plain loop below, as it does for float32 and bfloat16
+  constexpr bool kChunks = kVecAct || D == DType::f16;
+#else
+  constexpr bool kChunks = kVecAct;
+#endif
+  if constexpr (kChunks) {
     int64_t j0 = 0;
     for (; j0 + kLanes <= n; j0 += kLanes) {  // whole chunks as vectors; the same arithmetic as pre()
       v16 x, t, y;
@@ -168,10 +208,18 @@ void run(float alpha, float beta, const float* acc, void* out, int64_t n, const 
         load16<D>(t, res, j0);
         x += beta * t;
       }
-      activate16<A>(x, y);
+      if constexpr (kVecAct) {
+        activate16<A>(x, y);
+      } else {
+#pragma GCC unroll 16
+        for (int i = 0; i < kLanes; ++i) y[i] = activate<float>(A, x[i]);
+      }
       store16<D>(out, j0, y);
     }
-    if (j0 < n) {  // the tail: zeros past n
+    if (!kVecAct) {  // the tail, one value at a time
+      for (int64_t j = j0; j < n; ++j)
+        store_from_float(out, D, j, activate<float>(A, pre<D, B, kRes>(alpha, beta, acc, j, b0, bias, res)));
+    } else if (j0 < n) {  // the tail: zeros past n
       const int m = int(n - j0);
       v16 x = {};
       for (int i = 0; i < m; ++i) x[i] = pre<D, B, kRes>(alpha, beta, acc, j0 + i, b0, bias, res);
