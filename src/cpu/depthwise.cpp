@@ -42,25 +42,18 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__AVX512F__) || defined(__F16C__)
-#include <immintrin.h>
-#endif
-
 #include "common/activation.hpp"
 #include "common/element.hpp"
 #include "core/registry.hpp"
 #include "cpu/epilogue_span.hpp"
+#include "cpu/vec16.hpp"
 
 #include <omp.h>
 
 namespace convkit::detail {
 namespace {
 
-// 16 floats as one value of the compiler's vector extension: kept in registers, lowered to the machine's
-// vector width (one AVX-512 register, two AVX2 ones).
-// (Passed by reference: a vector argument or return value would change the ABI where the machine's vectors
-// are narrower, and g++ warns about it.)
-typedef float v16 __attribute__((vector_size(64)));
+// 16 floats a vector (v16, cpu/vec16.hpp), kept in registers.
 inline void load16(v16& v, const float* p) { std::memcpy(&v, p, sizeof(v)); }
 inline void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof(v)); }
 
@@ -69,33 +62,14 @@ inline void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof(v)); }
 // widened values, bit for bit.
 template <DType D>
 using elem_t = std::conditional_t<D == DType::f32, float, uint16_t>;
-typedef uint16_t u16x16 __attribute__((vector_size(32)));
-typedef uint32_t u32x16 __attribute__((vector_size(64)));
 template <DType D>
 __attribute__((always_inline)) inline void load16(v16& v, const elem_t<D>* p) {
-  if constexpr (D == DType::f32) {
+  if constexpr (D == DType::f32)
     std::memcpy(&v, p, sizeof(v));
-  } else if constexpr (D == DType::bf16) {  // a bf16 is a float's upper 16 bits
-    u16x16 h;
-    std::memcpy(&h, p, sizeof(h));
-    const u32x16 bits = __builtin_convertvector(h, u32x16) << 16;
-    std::memcpy(&v, &bits, sizeof(v));
-  } else {
-#if defined(__AVX512F__)
-    // (the masked form: GCC 12 warns about the unmasked intrinsic's undefined source operand)
-    const __m512 f = _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    std::memcpy(&v, &f, sizeof(v));
-#elif defined(__F16C__)
-    const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
-    std::memcpy(&v, &lo, sizeof(lo));
-    std::memcpy(reinterpret_cast<char*>(&v) + sizeof(lo), &hi, sizeof(hi));
-#else
-    alignas(64) float f[16];
-    for (int i = 0; i < 16; ++i) f[i] = half_to_float(p[i]);
-    std::memcpy(&v, f, sizeof(v));
-#endif
-  }
+  else if constexpr (D == DType::bf16)
+    bf16_to_floats(v, p);
+  else
+    f16_to_floats(v, p);
 }
 template <DType D>
 inline float widen(elem_t<D> v) {

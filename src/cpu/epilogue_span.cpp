@@ -15,6 +15,7 @@
 
 #include "common/activation.hpp"
 #include "common/element.hpp"
+#include "cpu/vec16.hpp"
 
 #if defined(CONVKIT_HAVE_LIBMVEC) && defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX2__))
 #include <immintrin.h>
@@ -74,57 +75,6 @@ inline float pre(float alpha, float beta, const float* acc, int64_t j, float b0,
   return apply_epilogue<float>(Activation::none, alpha, beta, acc[j], B != SpanBias::none, b, kRes, r);
 }
 
-// 16 floats as one value of the compiler's vector extension (one AVX-512 register, two AVX2 ones); loads and
-// stores by memcpy (no alignment asked). Passed by reference: a vector argument or return value would change
-// the ABI where the machine's vectors are narrower (g++ warns).
-typedef float v16 __attribute__((vector_size(64)));
-
-typedef uint32_t u32x16 __attribute__((vector_size(64)));
-typedef uint16_t u16x16 __attribute__((vector_size(32)));
-
-// bfloat16 to and from float on whole vectors: element.hpp's bf16_to_float and float_to_bf16 (round to
-// nearest even, NaNs kept quiet) lane by lane. The scalar loops cost more than libmvec's expf in a SiLU
-// epilogue of 16 -> 96 1x1 at 64x64, batch 8 (3.1 ms against 0.3 with ReLU, whose loop the compiler vectorises).
-inline void bf16_to_floats(v16& v, const uint16_t* p) {
-  u16x16 h;
-  std::memcpy(&h, p, sizeof(h));
-  const u32x16 u = __builtin_convertvector(h, u32x16) << 16;
-  std::memcpy(&v, &u, sizeof(v));
-}
-inline void floats_to_bf16(uint16_t* p, const v16& v) {
-  u32x16 u;
-  std::memcpy(&u, &v, sizeof(u));
-  const u32x16 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const u32x16 nan = (u32x16)((u & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
-  const u32x16 bits = (rounded & ~nan) | (((u >> 16) | 0x40u) & nan);
-  const u16x16 h = __builtin_convertvector(bits, u16x16);
-  std::memcpy(p, &h, sizeof(h));
-}
-
-// float16 to and from float on whole vectors where the build has AVX-512 F, BW and VL (round to
-// nearest even, subnormals exact): element.hpp's half_to_float and float_to_half lane by lane, a NaN stored
-// as float_to_half's quiet NaN (the instruction keeps the payload's top bits, the scalar conversion does not).
-// Elsewhere the scalar conversions, one value at a time.
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__x86_64__)
-#include <immintrin.h>
-#define CONVKIT_SPAN_F16_VECTORS 1
-inline void f16_to_floats(v16& v, const uint16_t* p) {
-  // (the masked form: GCC 12 warns about the unmasked intrinsic's undefined source operand)
-  const __m512 f = _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  std::memcpy(&v, &f, sizeof(v));
-}
-inline void floats_to_f16(uint16_t* p, const v16& v) {
-  __m512 f;
-  std::memcpy(&f, &v, sizeof(f));
-  const __m256i h = _mm512_maskz_cvtps_ph(0xffff, f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);  // (masked: as above)
-  const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
-  // float_to_half's NaN: the sign, 0x7c00 and the quiet bit 0x200
-  const __m256i canon = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(int16_t(0x8000))),
-                                        _mm256_set1_epi16(int16_t(0x7e00)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_mask_mov_epi16(h, nan, canon));
-}
-#endif
-
 template <DType D>
 inline void load16(v16& v, const void* p, int64_t j) {
   if constexpr (D == DType::f32) {
@@ -132,11 +82,7 @@ inline void load16(v16& v, const void* p, int64_t j) {
   } else if constexpr (D == DType::bf16) {
     bf16_to_floats(v, static_cast<const uint16_t*>(p) + j);
   } else {
-#ifdef CONVKIT_SPAN_F16_VECTORS
     f16_to_floats(v, static_cast<const uint16_t*>(p) + j);
-#else
-    for (int i = 0; i < kLanes; ++i) v[i] = load_as_float(p, D, j + i);
-#endif
   }
 }
 
@@ -147,7 +93,7 @@ inline void store16(void* p, int64_t j, const v16& v) {
   } else if constexpr (D == DType::bf16) {
     floats_to_bf16(static_cast<uint16_t*>(p) + j, v);
   } else {
-#ifdef CONVKIT_SPAN_F16_VECTORS
+#ifdef CONVKIT_VEC16_F16_STORES
     floats_to_f16(static_cast<uint16_t*>(p) + j, v);
 #else
     for (int i = 0; i < kLanes; ++i) store_from_float(p, D, j + i, v[i]);
@@ -186,7 +132,7 @@ template <Activation A, DType D, SpanBias B, bool kRes>
 void run(float alpha, float beta, const float* acc, void* out, int64_t n, const void* bias, const void* res) {
   const float b0 = B == SpanBias::one ? load_as_float(bias, D, 0) : 0.0f;
   constexpr bool kVecAct = A == Activation::silu || A == Activation::sigmoid || A == Activation::gelu;
-#ifdef CONVKIT_SPAN_F16_VECTORS
+#ifdef CONVKIT_VEC16_F16_STORES
   // float16 takes whole chunks for every activation: its scalar conversions (branches, a subnormal's ldexp)
   // kept the compiler from vectorising the plain loop below, as it does for float32 and bfloat16
   constexpr bool kChunks = kVecAct || D == DType::f16;

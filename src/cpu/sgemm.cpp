@@ -63,7 +63,8 @@ int warm_up_onednn() {
   return 0;
 }
 
-void decide() {
+// The choice for CONVKIT_SGEMM's value `want` (lower case, "" when unset).
+void decide(const std::string& want) {
   constexpr bool have_openblas =
 #ifdef CONVKIT_HAVE_OPENBLAS
       true;
@@ -76,8 +77,6 @@ void decide() {
 #else
       false;
 #endif
-  const char* env = env_override("CONVKIT_SGEMM");
-  const std::string want = env ? lower(env) : "";
   if (want == "openblas" && have_openblas) {
     g_backend = SgemmBackend::openblas, g_reason = "OpenBLAS (CONVKIT_SGEMM=openblas)";
     return;
@@ -123,9 +122,9 @@ void decide() {
 
 // The choice, with a word on a CONVKIT_SGEMM that did not apply (a misspelling, or a GEMM this build lacks).
 void decide_and_note() {
-  decide();
   const char* env = env_override("CONVKIT_SGEMM");
   const std::string want = env ? lower(env) : "";
+  decide(want);
   if (!want.empty() && g_reason.find("CONVKIT_SGEMM") == std::string::npos)
     g_reason += "; CONVKIT_SGEMM=" + std::string(env) + " ignored (openblas or onednn, where the build has it)";
 }
@@ -181,9 +180,8 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
                                          beta, C, ldc);
       if (s == dnnl_success) return;
 #ifdef CONVKIT_HAVE_OPENBLAS
-      // (see warm_up_onednn) this call and the rest of the process go to OpenBLAS; doctor's line says why
-      fall_back_to_openblas(int(s));
-      break;
+      fall_back_to_openblas(int(s));  // (see warm_up_onednn) this call and the rest of the process
+      [[fallthrough]];
 #else
       throw Error(StatusCode::internal, "dnnl_sgemm failed with status " + std::to_string(int(s)) + ".");
 #endif
@@ -198,10 +196,6 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
     default:
       throw Error(StatusCode::not_available, "no float32 GEMM in this build (OpenBLAS or oneDNN).");
   }
-#ifdef CONVKIT_HAVE_OPENBLAS
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha,
-              A, lda, B, ldb, beta, C, ldc);
-#endif
 }
 
 }  // namespace convkit::detail
