@@ -10,6 +10,7 @@
 #include <string>
 
 #include "convkit/per_sample.hpp"
+#include "convkit/system.hpp"
 #include "core/tune.hpp"
 #include "test_util.hpp"
 
@@ -318,6 +319,29 @@ TEST(PlannerGpu, OneByOneLayersOfFewChannelsWithSiluGoToThePointwiseKernel) {
   named.algo = "cuda_pointwise_mma";
   EXPECT_EQ(plan(wide, cfg, {}, named).algorithm, pw);
   EXPECT_EQ(plan(Conv2dProblem::parse("n2c16h28w28k96r1s1"), cfg, {}, named).algorithm, pw);
+}
+
+// The 192x128 persistent tile: deeper layers of whole 128-column tiles with no more rows an SM on it than on
+// 128-row tiles (tall_128_tile_wins: 1536 -> 384 at 14x14, 3x3 128 at 28x28, 192 -> 768 at 28x28, batch
+// 32), not where it has more (the 7x7 layers, 1024 -> 256 at 14x14) or half its columns are past K.
+TEST(PlannerGpu, DeepLayersWhoseRoundsFavourItTakeTheTallTile) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  const Algorithm* wgmma = find_algorithm("cuda_igemm_wgmma");
+  if (wgmma == nullptr || !wgmma->available()) GTEST_SKIP() << "cuda_igemm_wgmma is not usable here";
+  const convkit::SystemInfo sys = convkit::system_info();
+  if (sys.gpus.empty() || sys.gpus.front().sm_count != 132) GTEST_SKIP() << "the rounds are counted for 132 SMs";
+  const ConvConfig cfg{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
+  for (const char* spec : {"n32c1536h14w14k384r1s1", "n32c128h28w28k128r3s3p1", "n32c192h28w28k768r1s1"}) {
+    const Conv2dProblem p = Conv2dProblem::parse(spec);
+    ASSERT_TRUE(wgmma->can_implement(p, cfg)) << spec;
+    EXPECT_EQ(plan(p, cfg, {}).algorithm, wgmma) << spec;
+    EXPECT_EQ(wgmma->variants(p, cfg).front(), "192x128w16s3p/k1") << spec;
+  }
+  for (const char* spec : {"n32c3072h7w7k768r1s1", "n32c1024h14w14k256r1s1", "n32c768h28w28k192r1s1"}) {
+    const Conv2dProblem p = Conv2dProblem::parse(spec);
+    if (!wgmma->can_implement(p, cfg)) continue;
+    EXPECT_EQ(wgmma->variants(p, cfg).front().find("192x128w"), std::string::npos) << spec;
+  }
 }
 
 // The operands' activation is part of what a plan is for: equal operands, equal activations.

@@ -12,6 +12,7 @@
 
 using convkit::detail::exact_width_rows;
 using convkit::detail::exact_width_tile_wins;
+using convkit::detail::tall_128_tile_wins;
 using convkit::detail::tall_64_tile_wins;
 
 namespace {
@@ -84,6 +85,45 @@ TEST(TileRules, TheMeasuredLayersGetTheTilesThatWonThere) {
       {320, 1280, 7, ""},       {1152, 192, 7, ""},       {480, 112, 14, ""},       {576, 96, 14, ""},
   };
   for (const Layer& l : layers) EXPECT_STREQ(pick(l.c, l.k, l.hw), l.tile) << l.c << " -> " << l.k << " at " << l.hw;
+}
+
+TEST(TileRules, TallOneTwentyEightWhereItsRowsAnSmAreNoMore) {
+  // 1536 -> 384 at 14x14, batch 32: 147 tiles of 128x128 (two rounds on 132 SMs, 256 rows) against 99 of
+  // 192x128 (one round, 192 rows)
+  EXPECT_TRUE(tall_128_tile_wins(2, 1, 1536, 384, 32 * 14 * 14, kSms));
+  // equal rows an SM: 128 -> 512 at 28x28 (six rounds of 128 against four of 192)
+  EXPECT_TRUE(tall_128_tile_wins(2, 1, 128, 512, 32 * 28 * 28, kSms));
+  // more rows an SM: 3072 -> 768 at 7x7 (78 tiles of 128 rows against 54 of 192, one round each)
+  EXPECT_FALSE(tall_128_tile_wins(2, 1, 3072, 768, 32 * 7 * 7, kSms));
+  EXPECT_FALSE(tall_128_tile_wins(2, 1, 1024, 256, 32 * 14 * 14, kSms));
+  // the boundary: 132 tiles of 192 rows are one round, 133 two
+  EXPECT_TRUE(tall_128_tile_wins(2, 1, 512, 128, 132 * 192, kSms));      // 198 tiles of 128: two rounds, 256 rows
+  EXPECT_FALSE(tall_128_tile_wins(2, 1, 512, 128, 132 * 192 + 1, kSms)); // 384 rows against 256
+  // only whole 128-column tiles, depths past 112, 16-bit types, one group
+  EXPECT_FALSE(tall_128_tile_wins(2, 1, 1536, 192, 32 * 14 * 14, kSms));
+  EXPECT_FALSE(tall_128_tile_wins(2, 1, 112, 384, 32 * 14 * 14, kSms));
+  EXPECT_TRUE(tall_128_tile_wins(2, 1, 113, 384, 32 * 14 * 14, kSms));
+  EXPECT_FALSE(tall_128_tile_wins(4, 1, 1536, 384, 32 * 14 * 14, kSms));
+  EXPECT_FALSE(tall_128_tile_wins(2, 2, 1536, 384, 32 * 14 * 14, kSms));
+}
+
+TEST(TileRules, TallOneTwentyEightOnTheMeasuredLayers) {
+  // bf16 batch 32 on 132 SMs (igemm_wgmma.cu, at rule_plan): the layers where 192x128 ran faster or even
+  // take it, those where it lost do not; {depth R*S*C, K, output pixels an image}
+  struct Layer { int64_t depth, k, pq; bool tall; };
+  const Layer layers[] = {
+      {9 * 384, 384, 14 * 14, true},  {9 * 128, 128, 28 * 28, true},  {1024, 512, 14 * 14, true},
+      {1536, 384, 14 * 14, true},     {2048, 512, 14 * 14, true},     {9 * 128, 128, 28 * 28, true},
+      {192, 768, 28 * 28, true},      {384, 1536, 14 * 14, true},     {128, 512, 28 * 28, true},
+      {512, 1024, 14 * 14, true},     {256, 384, 14 * 14, true},      {256, 128, 56 * 56, true},
+      {256, 1024, 14 * 14, true},     {256, 512, 28 * 28, true},      {512, 256, 28 * 28, true},
+      {768, 3072, 7 * 7, true},       {512, 128, 28 * 28, true},
+      {9 * 512, 512, 7 * 7, false},   {512, 2048, 7 * 7, false},      {2048, 512, 7 * 7, false},
+      {1024, 256, 14 * 14, false},    {9 * 256, 256, 14 * 14, false}, {3072, 768, 7 * 7, false},
+      {768, 192, 28 * 28, false},     {384, 96, 56 * 56, false},      {64, 256, 56 * 56, false},
+  };
+  for (const Layer& l : layers)
+    EXPECT_EQ(tall_128_tile_wins(2, 1, l.depth, l.k, 32 * l.pq, kSms), l.tall) << l.depth << " -> " << l.k << " at " << l.pq;
 }
 
 }  // namespace

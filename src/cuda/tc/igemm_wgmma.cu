@@ -259,6 +259,16 @@ void launch_persistent_tile(const TcArgs& a, dim3 grid, cudaStream_t stream, boo
   static std::atomic<bool> prepared{false};
   if (!prepared.load(std::memory_order_acquire)) {
     CK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    if constexpr (persistent_rebalanced(BM, BN)) {
+      // (setmaxnreg: the consumers' increase is covered only by a block given 65536 / threads registers)
+      cudaFuncAttributes attr{};
+      CK_CUDA(cudaFuncGetAttributes(&attr, fn));
+      if (attr.numRegs * threads < kPersistentProducerRegs * 128 + kPersistentConsumerRegs * (threads - 128))
+        throw Error(StatusCode::internal,
+                    "cuda_igemm_wgmma: the " + std::to_string(BM) + "x" + std::to_string(BN) +
+                        " persistent kernel was compiled for " + std::to_string(attr.numRegs) +
+                        " registers a thread, too few for its producer/consumer register split");
+    }
     prepared.store(true, std::memory_order_release);
   }
   const DType dt = std::is_same_v<T, __half> ? DType::f16 : DType::bf16;
@@ -294,8 +304,8 @@ int blocks_per_sm_of_tile() {
 }
 
 constexpr int kNumGatherTiles = 8;  // the first tiles of the table: the gathering kernel's
-constexpr int kNumTiles = 21;       // then the warp-specialized and persistent kernels' (activations by TMA only)
-constexpr int kNumExtraTiles = 10;  // the table's last entries, extra_tile(0..9)
+constexpr int kNumTiles = 22;       // then the warp-specialized and persistent kernels' (activations by TMA only)
+constexpr int kNumExtraTiles = 11;  // the table's last entries, extra_tile(0..10)
 // The tiles of T's table: after the gathering and warp-specialized ones, 128x256 warp-specialized for tf32,
 // the persistent tiles for 16-bit types.
 // NOTE: 128x256 warp-specialized in 16-bit types spilled 32 bytes (the short epilogue's registers on top of
@@ -338,7 +348,11 @@ Tile extra_tile(int i) {
     // 192 rows of 96 columns (three consumer warpgroups, three stages: 204 KB; 256 rows spilled 124 bytes at
     // 96 registers) and 256 rows of 64 (three stages: 194 KB), chosen by rule_plan's rules too.
     if (i == 8) return {192, 96, 16, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 192, 96, 3>, one_block_per_sm, 3, true};
-    return {256, 64, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 64, 3>, one_block_per_sm, 3, true};
+    if (i == 9) return {256, 64, 20, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 256, 64, 3>, one_block_per_sm, 3, true};
+    // 192 rows of 128 columns (three stages: 223 KB; its consumers take the producer's registers:
+    // persistent_rebalanced) for deep layers whose 128-row tiles leave a last round mostly empty
+    // (tall_128_tile_wins).
+    return {192, 128, 16, kUnmeasured, kUnmeasured, launch_persistent_tile<T, 192, 128, 3>, one_block_per_sm, 3, true};
   }
 }
 
@@ -366,6 +380,7 @@ Tile extra_tile(int i) {
 //   256x16w20s4p   igemm_wgmma_persistent_kernel<T, 256, 16, 4>   (16-bit only; K <= 16)
 //   192x96w16s3p   igemm_wgmma_persistent_kernel<T, 192, 96, 3>   (16-bit only; K <= 96)
 //   256x64w20s3p   igemm_wgmma_persistent_kernel<T, 256, 64, 3>   (16-bit only)
+//   192x128w16s3p  igemm_wgmma_persistent_kernel<T, 192, 128, 3>  (16-bit only)
 template <typename T>
 const std::array<Tile, kNumTiles>& tiles() {
   // 1, 2 or 4 warpgroups of 64 rows. 4 stages: one block per SM (128x256, 256x128, 128x128), two (128x64,
@@ -401,7 +416,7 @@ const std::array<Tile, kNumTiles>& tiles() {
       {128, 128, 12, 5.03, 0.495 * kWsTf32, launch_tile<T, 128, 128, 6, true>, blocks_per_sm_of_tile<T, 128, 128, 6, true>, 6},
       {128, 64, 12, 3.66, 0.687 * kWsTf32, launch_tile<T, 128, 64, 4, true>, blocks_per_sm_of_tile<T, 128, 64, 4, true>, 4},
       extra_tile<T>(0), extra_tile<T>(1), extra_tile<T>(2), extra_tile<T>(3), extra_tile<T>(4), extra_tile<T>(5),
-      extra_tile<T>(6), extra_tile<T>(7), extra_tile<T>(8), extra_tile<T>(9),
+      extra_tile<T>(6), extra_tile<T>(7), extra_tile<T>(8), extra_tile<T>(9), extra_tile<T>(10),
   }};
   return t;
 }
@@ -431,7 +446,8 @@ TileSet tile_set(bool ws) {
 
 // The heuristic's plan: the wave model's pick, except where a rule of tile_rules.hpp says one of the persistent
 // tiles below runs instead: the 256x64 tile where tall_64_tile_wins(); else, where exact_width_tile_wins(),
-// the narrowest exact-width tile that holds every column, of exact_width_rows() rows. Measured on an H100
+// the narrowest exact-width tile that holds every column, of exact_width_rows() rows; else the 192x128 tile
+// where tall_128_tile_wins(). Measured on an H100
 // (2026-12-06, bf16 batch 32, scripts/bench_pointwise.py over MobileNetV2's and EfficientNet-B0's 1x1
 // layers, L2 flushed; ms, the tile before the rule in brackets):
 //   at most 32 columns, 128x32: 32 -> 16 at 112x112 0.0502 (0.0548), 96 -> 24 at 56x56 0.0236 (0.0259),
@@ -451,6 +467,16 @@ TileSet tile_set(bool ws) {
 //     0.0110, and every narrowing layer).
 // On deeper layers of 40 to 144 columns the exact-width tiles lost 3-40% (144 -> 40, 240 -> 80, 480 -> 112,
 // 576 -> 96: a long k loop on one block an SM, where the wave model's tiles keep two).
+// The 192x128 tile where tall_128_tile_wins(), measured on an H100 (2026-12-06, bf16 batch 32, `convkit bench
+// --variants` over ResNet-50's layers, ConvNeXt-T's Linears as 1x1 convolutions and three more, no epilogue,
+// L2 flushed; ms, 128x128w12s4p in brackets). Of the 17 layers it takes, 11 ran faster: 3x3 384 at 14x14
+// 0.0351 (0.0474), 3x3 128 at 28x28 0.0197 (0.0243), 1024 -> 512 at 14x14 0.0192 (0.0222), 1536 -> 384 at
+// 14x14 0.0252 (0.0291), 2048 -> 512 at 14x14 0.0325 (0.0353), stride-2 3x3 128 at 56x56 0.0272 (0.0298),
+// 192 -> 768 at 28x28 0.0258 (0.0286), 384 -> 1536 at 14x14 0.0217 (0.0243), 128 -> 512 at 28x28 0.0172
+// (0.0189), stride-2 512 -> 1024 at 28x28 0.0197 (0.0210), 256 -> 384 at 14x14 0.0109 (0.0118); three 1-3%
+// faster (256 -> 128 at 56x56, 256 -> 1024 at 14x14, stride-2 256 -> 512 at 56x56); three even (512 -> 256
+// at 28x28, 768 -> 3072 at 7x7, 512 -> 128 at 28x28: 0.0212 against 0.0210, where 128x64w12s6p ran 0.0199).
+// With more rows an SM it lost 14-38% (ResNet-50's 7x7 layers, 1024 -> 256 at 14x14, 3072 -> 768 at 7x7).
 Plan rule_plan(const TileSet& ts, const Shape& s, int sms, Plan best) {
   const int64_t rows = s.nb * s.Mb;
   int bm = 0, bn = 0;  // the tile wanted: bn = 0 for the narrowest exact-width tile of bm rows
@@ -458,6 +484,8 @@ Plan rule_plan(const TileSet& ts, const Shape& s, int sms, Plan best) {
     bm = 256, bn = 64;
   } else if (exact_width_tile_wins(s.es, s.G, s.k, s.n)) {
     bm = exact_width_rows(s.n, rows, sms);
+  } else if (tall_128_tile_wins(s.es, s.G, s.k, s.n, rows, sms)) {
+    bm = 192, bn = 128;
   } else {
     return best;
   }

@@ -55,6 +55,14 @@ constexpr int persistent_smem_bytes() {  // + full, empty and (two per warpgroup
   return ST * (BM + BN) * kRowBytes + BM / 64 * persistent_staging_bytes<BN>() + (2 * ST + BM / 32) * 8 + kAtomBytes;
 }
 
+// Registers: the launch bound gives every thread the same count (65536 / threads: 168 at three warpgroups,
+// 128 at four). 192x128 (four warpgroups, 64 accumulators a consumer thread) spilled 132 bytes at 128, so
+// there the producer warpgroup, which needs few, hands registers to the consumers (setmaxnreg: 40 and 152;
+// 128 x 40 + 384 x 152 = 63488 of the 65536 the block was given). The block must have been given the bound's
+// whole count, or the consumers' increase waits forever: launch_persistent_tile checks the compiled count.
+constexpr int kPersistentProducerRegs = 40, kPersistentConsumerRegs = 152;
+constexpr bool persistent_rebalanced(int bm, int bn) { return bm == 192 && bn == 128; }
+
 template <typename T, int BM, int BN, int kStages>
 __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
     igemm_wgmma_persistent_kernel(const TcArgs a, const __grid_constant__ CUtensorMap wmap,
@@ -73,6 +81,7 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
   constexpr int kBoxes = persistent_boxes(BN);
   constexpr int kBuf = kBoxes * kBox;  // one staging buffer: 64 rows x BN (in whole boxes)
   static_assert(kStaging % kAtomBytes == 0 && 2 * kBuf <= kStaging, "two buffers per staging area, atom-aligned");
+  constexpr bool kRebalance = persistent_rebalanced(BM, BN);
 
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
@@ -116,6 +125,7 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
 
   if (tid >= kThreads) {
     // ---- the producer: one thread issues every load of every tile.
+    if constexpr (kRebalance) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kPersistentProducerRegs));
     if (tid != kThreads) return;
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&amap)) : "memory");
@@ -150,6 +160,7 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
   }
 
   // ---- the consumers.
+  if constexpr (kRebalance) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kPersistentConsumerRegs));
   const int lt = tid & 127;  // the thread's place in its warpgroup
   const int wq = lt >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const uint32_t a_wg = uint32_t(wg) * 64 * kRowBytes;
