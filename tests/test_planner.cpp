@@ -323,7 +323,8 @@ TEST(PlannerGpu, OneByOneLayersOfFewChannelsWithSiluGoToThePointwiseKernel) {
 
 // The 192x128 persistent tile: deeper layers of whole 128-column tiles with no more rows an SM on it than on
 // 128-row tiles (tall_128_tile_wins: 1536 -> 384 at 14x14, 3x3 128 at 28x28, 192 -> 768 at 28x28, batch
-// 32), not where it has more (the 7x7 layers, 1024 -> 256 at 14x14) or half its columns are past K.
+// 32; 96 -> 384 at 56x56 ahead of the 256x64 tile's rule), not where it has more (the 7x7 layers, 1024 ->
+// 256 at 14x14) or half its columns are past K.
 TEST(PlannerGpu, DeepLayersWhoseRoundsFavourItTakeTheTallTile) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   const Algorithm* wgmma = find_algorithm("cuda_igemm_wgmma");
@@ -331,7 +332,8 @@ TEST(PlannerGpu, DeepLayersWhoseRoundsFavourItTakeTheTallTile) {
   const convkit::SystemInfo sys = convkit::system_info();
   if (sys.gpus.empty() || sys.gpus.front().sm_count != 132) GTEST_SKIP() << "the rounds are counted for 132 SMs";
   const ConvConfig cfg{DType::bf16, Layout::nhwc, Device::cuda, MathMode::strict};
-  for (const char* spec : {"n32c1536h14w14k384r1s1", "n32c128h28w28k128r3s3p1", "n32c192h28w28k768r1s1"}) {
+  for (const char* spec : {"n32c1536h14w14k384r1s1", "n32c128h28w28k128r3s3p1", "n32c192h28w28k768r1s1",
+                           "n32c96h56w56k384r1s1"}) {
     const Conv2dProblem p = Conv2dProblem::parse(spec);
     ASSERT_TRUE(wgmma->can_implement(p, cfg)) << spec;
     EXPECT_EQ(plan(p, cfg, {}).algorithm, wgmma) << spec;

@@ -445,9 +445,9 @@ TileSet tile_set(bool ws) {
 }
 
 // The heuristic's plan: the wave model's pick, except where a rule of tile_rules.hpp says one of the persistent
-// tiles below runs instead: the 256x64 tile where tall_64_tile_wins(); else, where exact_width_tile_wins(),
-// the narrowest exact-width tile that holds every column, of exact_width_rows() rows; else the 192x128 tile
-// where tall_128_tile_wins(). Measured on an H100
+// tiles below runs instead: the 192x128 tile where tall_128_tile_wins(); else the 256x64 tile where
+// tall_64_tile_wins(); else, where exact_width_tile_wins(), the narrowest exact-width tile that holds every
+// column, of exact_width_rows() rows. Measured on an H100
 // (2026-12-06, bf16 batch 32, scripts/bench_pointwise.py over MobileNetV2's and EfficientNet-B0's 1x1
 // layers, L2 flushed; ms, the tile before the rule in brackets):
 //   at most 32 columns, 128x32: 32 -> 16 at 112x112 0.0502 (0.0548), 96 -> 24 at 56x56 0.0236 (0.0259),
@@ -477,15 +477,20 @@ TileSet tile_set(bool ws) {
 // faster (256 -> 128 at 56x56, 256 -> 1024 at 14x14, stride-2 256 -> 512 at 56x56); three even (512 -> 256
 // at 28x28, 768 -> 3072 at 7x7, 512 -> 128 at 28x28: 0.0212 against 0.0210, where 128x64w12s6p ran 0.0199).
 // With more rows an SM it lost 14-38% (ResNet-50's 7x7 layers, 1024 -> 256 at 14x14, 3072 -> 768 at 7x7).
+// With their epilogues (scripts/bench_pointwise.py, ConvNeXt-T's Linears with GELU, or scale and the
+// residual): 96 -> 384 at 56x56 with GELU 0.0705 on 192x128 against 0.0825 on the 256x64 tile that
+// tall_64_tile_wins gave it (0.0425 against 0.0456 without the epilogue), hence the depth of 96 and this rule
+// first; 192 -> 768 at 28x28 with GELU 0.0412 (128x128: 0.0466), 384 -> 1536 at 14x14 0.0318 (0.0360), 768 ->
+// 3072 at 7x7 0.0310 (0.0324).
 Plan rule_plan(const TileSet& ts, const Shape& s, int sms, Plan best) {
   const int64_t rows = s.nb * s.Mb;
   int bm = 0, bn = 0;  // the tile wanted: bn = 0 for the narrowest exact-width tile of bm rows
-  if (tall_64_tile_wins(s.es, s.G, s.k, s.n, rows, sms)) {
+  if (tall_128_tile_wins(s.es, s.G, s.k, s.n, rows, sms)) {
+    bm = 192, bn = 128;
+  } else if (tall_64_tile_wins(s.es, s.G, s.k, s.n, rows, sms)) {
     bm = 256, bn = 64;
   } else if (exact_width_tile_wins(s.es, s.G, s.k, s.n)) {
     bm = exact_width_rows(s.n, rows, sms);
-  } else if (tall_128_tile_wins(s.es, s.G, s.k, s.n, rows, sms)) {
-    bm = 192, bn = 128;
   } else {
     return best;
   }
