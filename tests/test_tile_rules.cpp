@@ -62,9 +62,11 @@ TEST(TileRules, TallSixtyFourForShallowLayersWideningPastOneTwentyEight) {
 }
 
 // The tile the rules give the 1x1 layers of MobileNetV2 and EfficientNet-B0 at batch 32 (bf16, 132 SMs):
-// "256x64", "<rows>x<exact>" for the exact-width tiles, "" for the wave model's.
+// "192x128", "256x64", "<rows>x<exact>" for the exact-width tiles, "" for the wave model's; the rules in
+// rule_plan's order.
 const char* pick(int64_t c, int64_t k, int64_t hw) {
   const int64_t rows = 32 * hw * hw;
+  if (tall_128_tile_wins(2, 1, c, k, rows, kSms)) return "192x128";
   if (tall_64_tile_wins(2, 1, c, k, rows, kSms)) return "256x64";
   if (!exact_width_tile_wins(2, 1, c, k)) return "";
   const int bm = exact_width_rows(k, rows, kSms);
@@ -99,7 +101,7 @@ TEST(TileRules, TallOneTwentyEightWhereItsRowsAnSmAreNoMore) {
   // the boundary: 132 tiles of 192 rows are one round, 133 two
   EXPECT_TRUE(tall_128_tile_wins(2, 1, 512, 128, 132 * 192, kSms));      // 198 tiles of 128: two rounds, 256 rows
   EXPECT_FALSE(tall_128_tile_wins(2, 1, 512, 128, 132 * 192 + 1, kSms)); // 384 rows against 256
-  // only whole 128-column tiles, depths past 112, 16-bit types, one group
+  // only whole 128-column tiles, depths of at least 96, 16-bit types, one group
   EXPECT_FALSE(tall_128_tile_wins(2, 1, 1536, 192, 32 * 14 * 14, kSms));
   EXPECT_FALSE(tall_128_tile_wins(2, 1, 95, 384, 32 * 14 * 14, kSms));
   EXPECT_TRUE(tall_128_tile_wins(2, 1, 96, 384, 32 * 14 * 14, kSms));
@@ -112,8 +114,9 @@ TEST(TileRules, TallOneTwentyEightOnTheMeasuredLayers) {
   // take it, those where it lost do not; {depth R*S*C, K, output pixels an image}
   struct Layer { int64_t depth, k, pq; bool tall; };
   const Layer layers[] = {
-      {9 * 384, 384, 14 * 14, true},  {9 * 128, 128, 28 * 28, true},  {1024, 512, 14 * 14, true},
-      {1536, 384, 14 * 14, true},     {2048, 512, 14 * 14, true},     {9 * 128, 128, 28 * 28, true},
+      {9 * 384, 384, 14 * 14, true},  {1024, 512, 14 * 14, true},
+      {9 * 128, 128, 28 * 28, true},  // (3x3 128 at 28x28, and at stride 2 from 56x56: the same GEMM)
+      {1536, 384, 14 * 14, true},     {2048, 512, 14 * 14, true},
       {192, 768, 28 * 28, true},      {384, 1536, 14 * 14, true},     {128, 512, 28 * 28, true},
       {512, 1024, 14 * 14, true},     {256, 384, 14 * 14, true},      {256, 128, 56 * 56, true},
       {256, 1024, 14 * 14, true},     {256, 512, 28 * 28, true},      {512, 256, 28 * 28, true},

@@ -41,11 +41,11 @@ inline bool tall_64_tile_wins(int es, int64_t groups, int64_t gemm_k, int64_t ge
 // Where the heuristic runs the persistent 192x128 tile (three consumer warpgroups of 64 rows x 128 columns)
 // instead: 16-bit, one group, whole 128-column tiles, a GEMM depth of at least 96 (shallower widening layers
 // are tall_64_tile_wins's; this rule goes before it: ConvNeXt-T's 96 -> 384 at 56x56), and no more rows an SM
-// on 192-row tiles than on 128-row ones (the tiles an SM walks,
-// rounded up to whole rounds of one tile an SM, times the tile's rows). Where the counts tie, the taller tile
-// loads 17% fewer operand bytes an output (320 rows of 128 bytes a k stage for 192 x 128 outputs against
-// 256 for 128 x 128); where 128-row tiles leave a last round mostly empty it needs fewer rounds (1536 -> 384
-// at 14x14, batch 32: 147 tiles of 128x128 for 132 SMs, two rounds of 128 rows; 99 of 192x128, one of 192).
+// on 192-row tiles than on 128-row ones (the tiles an SM walks, rounded up to whole rounds of one tile an SM,
+// times the tile's rows). Where the counts tie, the taller tile loads 17% fewer operand bytes an output (320
+// rows of 128 bytes a k stage for 192 x 128 outputs against 256 for 128 x 128); where 128-row tiles leave a
+// last round mostly empty it needs fewer rounds (1536 -> 384 at 14x14, batch 32: 147 tiles of 128x128 for 132
+// SMs, two rounds of 128 rows; 99 of 192x128, one of 192).
 // Measured at rule_plan, igemm_wgmma.cu.
 inline bool tall_128_tile_wins(int es, int64_t groups, int64_t gemm_k, int64_t gemm_n, int64_t rows, int sms) {
   if (es != 2 || groups != 1 || gemm_n % 128 != 0 || gemm_k < 96) return false;
