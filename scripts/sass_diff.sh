@@ -2,8 +2,10 @@
 # Compares the SASS of the CUDA objects two builds share: `scripts/sass_diff.sh OLD_BUILD NEW_BUILD`.
 # For a change that moves kernel code without changing it (a file split, a rename), the instructions must
 # stay the same. Anonymous-namespace hashes (they follow the file) and instruction addresses are removed
-# before comparing; the source-path `identifier` line differs whenever the folders do. Needs cuobjdump
-# (the CUDA toolkit's; the GPU machine has it). Prints one line per object, and the first differences.
+# before comparing; the source-path `identifier` line differs whenever the folders do. Needs cuobjdump and
+# nvdisasm (the GPU machine has them; the toolkit on the CPU machines has neither: PyPI's wheels
+# nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm hold both, in nvidia/cu13/bin, for `pip download --no-deps`
+# and unzip; put that folder on PATH). Prints one line per object, and the first differences.
 set -u
 [ $# -eq 2 ] || { echo "usage: $0 OLD_BUILD NEW_BUILD" >&2; exit 2; }
 A=$1; B=$2
