@@ -1,7 +1,7 @@
 """Whole torchvision models through PyTorch and convkit, in one process, on a GPU.
 
     python scripts/bench_models.py [--models resnet50,mobilenet_v2] [--dtypes bf16,f32] [--batches 32,1]
-                                   [--variants eager,compile,convert,fuse,fuse_autotune,fuse_compile] [--max-autotune]
+                                   [--variants eager,compile,convert,fuse,fuse_autotune,fuse_compile,graph,fuse_graph] [--max-autotune]
                                    [--profile] [--plans] [--json out.json]
 
 Models (random init, eval): resnet50, resnext50_32x4d, mobilenet_v2, efficientnet_b0, convnext_tiny; any other
@@ -21,6 +21,7 @@ TF32 off). Variants:
                 GELU, scale and add) instead of 1x1 convolutions with those in the epilogue (fuse's default)
   graph         CUDA-graph replays: torch.compile(mode="reduce-overhead") for PyTorch and a captured
                 torch.cuda.CUDAGraph of convkit.fuse(model)
+  fuse_graph    the second of those only (convkit's settings compared without compiling PyTorch's)
 Each row: median ms (triton.testing.do_bench, L2 flushed), the speed-up over eager PyTorch, and the output's
 rel L2 against a float64 run of the same model on the same input. Markdown on stdout; --json for machines.
 --profile: each variant once more under torch.profiler: its GPU time per forward (the kernels' sum; well
@@ -171,7 +172,7 @@ def run_one(name, dt, batch, variants, max_autotune, profiled=False, plans=False
         conv = convkit.nn.convert(copy.deepcopy(model), memory_format=fmt)
         add("convkit convert", lambda: conv(x), module=conv)
     fused = None
-    if "fuse" in variants or "fuse_compile" in variants or "graph" in variants:
+    if "fuse" in variants or "fuse_compile" in variants or "graph" in variants or "fuse_graph" in variants:
         fused = convkit.fuse(model, memory_format=fmt)
         s = fused.convkit_summary
         note = f"{s.convs} convs, {s.bn_folded} bn, {s.activations} act, {s.residuals} res"
@@ -194,6 +195,7 @@ def run_one(name, dt, batch, variants, max_autotune, profiled=False, plans=False
     if "graph" in variants:
         ro, s = compiled(model, mode="reduce-overhead")
         add("compile reduce-overhead", lambda: ro(x), f"compile {s:.0f} s")
+    if "graph" in variants or "fuse_graph" in variants:
         g = torch.cuda.CUDAGraph()
         with torch.no_grad():
             st = torch.cuda.Stream()
