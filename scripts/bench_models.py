@@ -1,8 +1,8 @@
 """Whole torchvision models through PyTorch and convkit, in one process, on a GPU.
 
     python scripts/bench_models.py [--models resnet50,mobilenet_v2] [--dtypes bf16,f32] [--batches 32,1]
-                                   [--variants eager,compile,convert,fuse,fuse_autotune,fuse_compile,graph,fuse_graph] [--max-autotune]
-                                   [--profile] [--plans] [--json out.json]
+                                   [--variants eager,compile,convert,fuse,fuse_autotune,fuse_compile,graph,fuse_graph]
+                                   [--max-autotune] [--profile] [--plans] [--json out.json]
 
 Models (random init, eval): resnet50, resnext50_32x4d, mobilenet_v2, efficientnet_b0, convnext_tiny; any other
 torchvision model by name, and timm's as timm:<name> (timm:efficientnet_b0: its BatchNormAct2d layers).
