@@ -18,6 +18,7 @@
 namespace fs = std::filesystem;
 using namespace convkit;
 using ckt::HostTensor;
+using ckt::slurp;
 
 #ifndef CONVKIT_CLI_PATH
 TEST(Cli, NotBuilt) { GTEST_SKIP() << "the CLI is not built (CONVKIT_BUILD_TOOLS=OFF)"; }
@@ -37,11 +38,6 @@ struct Result {
     return v;
   }
 };
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
 
 // A temporary folder: `work` holds the files the CLI sees, the captured stdout/stderr live beside it.
 class Cli : public ::testing::Test {

@@ -5,23 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "convkit/status.hpp"
 #include "core/overrides.hpp"
+#include "test_util.hpp"
 
 namespace {
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The names read in src/: env_override("NAME") calls, and the variant variables the tensor-core tile sets
 // hand to env_override (TileSet::env, "CONVKIT_..._VARIANT").
@@ -33,7 +25,7 @@ std::set<std::string> names_read_in_sources() {
     if (!e.is_regular_file()) continue;
     const std::string ext = e.path().extension().string();
     if (ext != ".cpp" && ext != ".cu" && ext != ".cuh" && ext != ".hpp" && ext != ".h") continue;
-    const std::string text = read_file(e.path());
+    const std::string text = ckt::slurp(e.path().string());
     for (const std::regex* re : {&call, &variant})
       for (std::sregex_iterator it(text.begin(), text.end(), *re), end; it != end; ++it) names.insert((*it)[1]);
   }
@@ -43,10 +35,11 @@ std::set<std::string> names_read_in_sources() {
 TEST(Overrides, EveryNameTheSourcesReadIsListedAndDocumented) {
   const std::set<std::string> names = names_read_in_sources();
   ASSERT_GE(names.size(), 10u) << "the scan found too few names: is CONVKIT_SOURCE_DIR the source tree?";
-  const std::string doc = read_file(std::string(CONVKIT_SOURCE_DIR) + "/docs/environment.md");
+  const std::string doc = ckt::slurp(std::string(CONVKIT_SOURCE_DIR) + "/docs/environment.md");
   ASSERT_FALSE(doc.empty());
   for (const std::string& name : names) {
-    EXPECT_NO_THROW(convkit::detail::env_override(name)) << name << " is read but not listed in src/core/overrides.cpp";
+    EXPECT_NO_THROW(convkit::detail::env_override(name))
+        << name << " is read but not listed in src/core/overrides.cpp";
     EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << name << " is not documented in docs/environment.md";
   }
 }

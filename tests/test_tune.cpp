@@ -18,13 +18,9 @@
 namespace fs = std::filesystem;
 using namespace convkit;
 using ckt::HostTensor;
+using ckt::slurp;
 
 namespace {
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
 
 size_t count_of(const std::string& hay, const std::string& needle) {
   size_t n = 0;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -533,6 +534,12 @@ inline void write_npy_raw(const std::string& path, const std::string& descr, con
 
 inline void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& v) {
   write_npy_raw(path, "<f4", shape, v.data(), v.size() * sizeof(float));
+}
+
+// A whole file's bytes ("" when it cannot be read).
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
 // Reads a little-endian f32 C-order .npy file written by anyone (numpy or convkit). Fails the test on
