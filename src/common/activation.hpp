@@ -37,6 +37,9 @@ CONVKIT_HD auto divide_fast(A a, B b) {
 }
 
 // gelu is the exact erf form (PyTorch's default approximate='none').
+// NOTE: on the device, x Phi(x) with Phi from erfc's exponential form (no branch, fewer instructions, more
+// accurate in fp32's negative tail) made ConvNeXt-T's GELU Linears 5-10% slower, likely because its reciprocal
+// and exponential both take the special-function units (docs/perf.md, 2026-12-06, branch pending/gelu-erfc).
 template <typename T>
 CONVKIT_HD T activate(Activation act, T x) {
   switch (act) {
