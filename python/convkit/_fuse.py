@@ -32,6 +32,8 @@ and replaces the whole chain by one convkit.FusedConv2d:
     runs the convolution and then adds and activates in PyTorch (always the same answer, not always fused).
   * an output used more than once ends its chain there: a conv output used twice is never folded into a
     residual.
+  * BatchNorm and an activation after torch.cat along the channels of convolutions read nowhere else (MixNet's
+    MixedConv2d) are split over those convolutions first, a slice of the BatchNorm each, and then folded.
   * in eval mode nn.Dropout, nn.Identity and torchvision's StochasticDepth are the identity and are dropped,
     so that EfficientNet's `block(x) + x` reaches the add.
 A torch.nn.Linear that acts on a 4-D channels-last activation (its input comes from x.permute(0, 2, 3, 1),
@@ -224,6 +226,7 @@ class FuseEntry:
     where: str         # the convolution's module path (or the subtree that was left)
     fused: List[str]   # e.g. ["conv", "bn", "add", "relu"]
     note: str = ""     # why a chain stopped where it did, or why something was left
+    split_from: str = ""  # the concatenation whose BatchNorm was split over this convolution and others
 
 
 @dataclass
@@ -246,7 +249,9 @@ class FuseSummary:
 
     @property
     def bn_folded(self):
-        return sum("bn" in e.fused for e in self.entries)
+        """BatchNorms folded (one split over the convolutions of a concatenation counts once)."""
+        whole = sum("bn" in e.fused and not e.split_from for e in self.entries)
+        return whole + len({e.split_from for e in self.entries if "bn" in e.fused and e.split_from})
 
     @property
     def activations(self):
@@ -278,7 +283,8 @@ class FuseSummary:
 
     def extend(self, other, prefix):
         for e in other.entries:
-            self.entries.append(FuseEntry(_join(prefix, e.where), e.fused, e.note))
+            split = _join(prefix, e.split_from) if e.split_from else ""
+            self.entries.append(FuseEntry(_join(prefix, e.where), e.fused, e.note, split))
         for e in other.left:
             self.left.append(FuseEntry(_join(prefix, e.where), e.fused, e.note))
 
@@ -763,6 +769,91 @@ def _fuse_layer_norms(gm, summary):
             summary.entries.append(FuseEntry(node.name, ["layernorm"], "F.layer_norm by convkit.layer_norm"))
 
 
+def _cat_of_convs(gm, node):
+    """For torch.cat along the channels (dim=1) of convolutions whose outputs nothing else reads, those
+    convolution nodes in order; else None."""
+    if node.op != "call_function" or node.target not in (torch.cat, torch.concat, torch.concatenate):
+        return None
+    parts = node.args[0] if node.args else node.kwargs.get("tensors")
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", node.kwargs.get("axis", 0))
+    if dim != 1 or not isinstance(parts, (list, tuple)) or not parts:
+        return None
+    if not all(isinstance(p, torch.fx.Node) and _is_conv(gm, p) and _single_user(p) is node for p in parts):
+        return None
+    if len(set(parts)) != len(parts):
+        return None
+    return list(parts)
+
+
+def _split_over_cats(gm):
+    """BatchNorm and an activation after a concatenation of convolutions along the channels (MixNet's
+    MixedConv2d: the input's channels split into groups, each group its own convolution and filter size, the
+    outputs concatenated, then BatchNorm and the activation) are per-channel and elementwise, so they are
+    moved in front of the concatenation, each convolution getting its own slice of the BatchNorm:
+
+        act(bn(cat([conv_1(a), conv_2(b)], 1)))  ->  cat([act(bn_1(conv_1(a))), act(bn_2(conv_2(b)))], 1)
+
+    after which the pass folds them into each convolution as usual. Returns {conv node: (the concatenation's
+    name, note)}."""
+    g = gm.graph
+    notes = {}
+    for cat in list(g.nodes):
+        parts = _cat_of_convs(gm, cat)
+        if parts is None:
+            continue
+        _redirect_ndim_reads(cat, parts[0])  # (timm's BatchNormAct2d asserts the rank of its input)
+        user = _single_user(cat)
+        if user is None:
+            continue
+        stats = _functional_bn(gm, user)
+        bn = gm.get_submodule(user.target) if _is_bn(gm, user) else stats if isinstance(stats, _Stats) else None
+        if bn is not None and (bn.running_mean is None or bn.running_var is None):
+            bn = None
+        widths = [gm.get_submodule(p.target).out_channels for p in parts]
+        if bn is not None and sum(widths) != bn.running_mean.numel():
+            bn = None
+        last = user if bn is not None else cat
+        act_node = _single_user(last)
+        act = _activation_of(gm, act_node) if act_node is not None else None
+        if bn is None and act is None:
+            continue
+        new_parts, offset = [], 0
+        with g.inserting_before(cat):
+            for p, k in zip(parts, widths):
+                out = p
+                if bn is not None:
+                    rm = bn.running_mean
+                    piece = torch.nn.BatchNorm2d(k, eps=bn.eps, device=rm.device, dtype=rm.dtype).eval()
+                    with torch.no_grad():
+                        piece.running_mean.copy_(rm[offset:offset + k])
+                        piece.running_var.copy_(bn.running_var[offset:offset + k])
+                        piece.weight.copy_(bn.weight[offset:offset + k] if bn.weight is not None else 1)
+                        piece.bias.copy_(bn.bias[offset:offset + k] if bn.bias is not None else 0)
+                    name = _free_name(gm, f"{p.target.replace('.', '_')}_bn")
+                    gm.add_submodule(name, piece)
+                    out = g.call_module(name, args=(out,))
+                if act is not None:
+                    out = g.node_copy(act_node, lambda n, out=out: out if n is last else n)
+                new_parts.append(out)
+                offset += k
+        if cat.args:
+            cat.update_arg(0, new_parts)
+        else:
+            cat.update_kwarg("tensors", new_parts)
+        done = [n for n in (user if bn is not None else None, act_node if act is not None else None) if n]
+        done[-1].replace_all_uses_with(cat)
+        for n in reversed(done):
+            inputs = [a for a in n.all_input_nodes if a is not cat]
+            g.erase_node(n)
+            for a in inputs:  # a functional batch_norm's statistics, no longer read
+                if not a.users and a.op == "get_attr":
+                    g.erase_node(a)
+        what = " and ".join(w for w in ("BatchNorm" if bn is not None else "", act or "") if w)
+        for p in parts:
+            notes[p] = (cat.name, f"{what} after torch.cat of {len(parts)} convolutions: split over them")
+    return notes
+
+
 def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) -> FuseSummary:
     summary = FuseSummary()
     g = gm.graph
@@ -770,6 +861,7 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
         if _is_identity_in_eval(gm, node) and node.args and isinstance(node.args[0], torch.fx.Node):
             node.replace_all_uses_with(node.args[0])
             g.erase_node(node)
+    split_notes = _split_over_cats(gm)
     order = {n: i for i, n in enumerate(g.nodes)}
     convs = [n for n in g.nodes if _is_conv(gm, n)]
     call_sites = {}
@@ -780,7 +872,8 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
     # claims it (see the module docstring).
     for conv_node in reversed(convs):
         conv = gm.get_submodule(conv_node.target)
-        chain, fused, notes = [conv_node], ["conv"], []
+        split_from, split_note = split_notes.get(conv_node, ("", ""))
+        chain, fused, notes = [conv_node], ["conv"], [split_note] if split_note else []
         cur = conv_node
         weight, bias = conv.weight, conv.bias
         activation, residual = "none", None
@@ -849,7 +942,7 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
                     continue
                 inputs += a.all_input_nodes
                 g.erase_node(a)
-        summary.entries.append(FuseEntry(name, fused, "; ".join(notes)))
+        summary.entries.append(FuseEntry(name, fused, "; ".join(notes), split_from if "bn" in fused else ""))
     summary.entries.reverse()  # graph order
     if linears:
         _fuse_linears(gm, algo, memory_format, summary)
@@ -882,6 +975,8 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
 def _bn_left_reason(gm, node):
     """Why a foldable BatchNorm (module or call) was left: what produces its input."""
     prod = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+    if prod is not None and prod.op == "call_function" and prod.target in (torch.cat, torch.concat, torch.concatenate):
+        return "after torch.cat of values other than convolutions read only there"
     if not isinstance(_module(gm, prod) if prod is not None else None, torch.nn.Conv2d):
         return "not after a convolution"
     if not _is_conv(gm, prod):

@@ -412,13 +412,65 @@ def test_functional_batch_norm_that_cannot_be_folded_is_left_with_the_reason():
 @pytest.mark.parametrize("name,expect", [("efficientnet_b0", (49, 65, 9)), ("mobilenetv3_large_100", (46, 48, 10)),
                                          ("regnety_008", (47, 71, 14)), ("resnet50d", (55, 51, 16)),
                                          ("convnext_tiny", (0, 18, 18)), ("convnext_nano", (0, 14, 14)),
-                                         ("tf_efficientnet_b0", (44, 60, 9))])
+                                         ("tf_efficientnet_b0", (44, 60, 9)), ("mixnet_s", (49, 94, 1))])
 def test_timm_models(name, expect):
     # timm's models build their BatchNorms from BatchNormAct2d (a BatchNorm2d subclass that tracing goes into)
     timm = pytest.importorskip("timm")
     m = timm.create_model(name, pretrained=False)
     s = fuse_and_check(m, torch.randn(2, 3, 64, 64))
     assert (s.bn_folded, s.activations, s.residuals) == expect, str(s)
+
+
+class MixedConv(nn.Module):
+    """MixNet's MixedConv2d: the channels split into groups, each its own convolution and filter size, the outputs
+    concatenated; then a BatchNorm (a module, or the functional form of BatchNormAct) and an activation."""
+
+    def __init__(self, functional=False, act=True, affine=True, extra=None):
+        super().__init__()
+        self.convs = nn.ModuleList([nn.Conv2d(2, 3, 3, padding=1, bias=False), nn.Conv2d(4, 5, 5, padding=2)])
+        self.bn = BatchNormAct(8, act=act) if functional else nn.BatchNorm2d(8, affine=affine)
+        self.act = nn.ReLU(inplace=True) if act and not functional else nn.Identity()
+        self.extra = extra  # "relu": one branch activated before the concatenation; "twice": one read again
+
+    def forward(self, x):
+        p = torch.split(x, [2, 4], 1)
+        parts = [self.convs[0](p[0]), self.convs[1](p[1])]
+        if self.extra == "relu":
+            parts[1] = F.relu(parts[1])
+        y = self.act(self.bn(torch.cat(parts, 1)))
+        return y * parts[0].mean() if self.extra == "twice" else y
+
+
+@pytest.mark.parametrize("functional,act,affine", [(False, True, True), (False, False, False), (True, True, True),
+                                                   (True, False, True)])
+def test_batchnorm_and_activation_after_a_concatenation_of_convolutions_are_split_over_them(functional, act, affine):
+    s = fuse_and_check(MixedConv(functional, act, affine), torch.randn(2, 6, 9, 7))
+    tail = (["silu"] if functional else ["relu"]) if act else []
+    assert [e.fused for e in s.entries] == [["conv", "bn"] + tail] * 2, str(s)
+    assert s.bn_folded == 1 and s.activations == (2 if act else 0) and not s.left, str(s)
+    assert "after torch.cat of 2 convolutions: split over them" in str(s)
+
+
+@pytest.mark.parametrize("extra", ["relu", "twice"])
+def test_a_concatenation_with_more_than_convolutions_keeps_its_batchnorm(extra):
+    s = fuse_and_check(MixedConv(extra=extra), torch.randn(2, 6, 9, 7))
+    assert s.bn_folded == 0 and s.activations == (extra == "relu"), str(s)
+    assert "BatchNorm2d left: after torch.cat of values other than convolutions read only there" in str(s)
+
+
+def test_an_activation_after_a_concatenation_of_convolutions_is_split_over_them():
+    class CatAct(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 2, 3, padding=1)
+            self.c, self.d = nn.Conv2d(3, 6, 1), nn.Conv2d(3, 6, 1)
+
+        def forward(self, x):
+            return F.silu(torch.cat((self.a(x), self.b(x)), dim=1)) + F.silu(torch.cat([self.c(x), self.d(x)], 0))[:2]
+
+    s = fuse_and_check(CatAct(), torch.randn(2, 3, 5, 5))
+    # the first concatenation's SiLU goes to its two convolutions; the second is along the batch: left
+    assert [e.fused for e in s.entries] == [["conv", "silu"]] * 2 + [["conv"]] * 2, str(s)
 
 
 class UsedTwice(nn.Module):
