@@ -977,12 +977,15 @@ def _bn_left_reason(gm, node):
     prod = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
     if prod is not None and prod.op == "call_function" and prod.target in (torch.cat, torch.concat, torch.concatenate):
         return "after torch.cat of values other than convolutions read only there"
-    if not isinstance(_module(gm, prod) if prod is not None else None, torch.nn.Conv2d):
+    m = _module(gm, prod) if prod is not None else None
+    if not isinstance(m, torch.nn.Conv2d):
         return "not after a convolution"
-    if not _is_conv(gm, prod):
-        return ("after a convolution that runs as it is (a Conv2d subclass with a forward of its own, or a convkit "
-                "convolution with an activation)")
-    return "its convolution's output is used elsewhere too"
+    if isinstance(m, cnn.Conv2d) and m._activation != "none":
+        return (f"after a convolution's {m._activation} (fused into it, or a convkit convolution with that "
+                "activation): a BatchNorm after a nonlinearity cannot be folded into the convolution")
+    if len(prod.users) > 1:
+        return "its convolution's output is used elsewhere too"
+    return "after a Conv2d subclass with a forward of its own, which runs as it is"
 
 
 def _free_name(gm, name):

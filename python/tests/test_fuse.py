@@ -382,8 +382,26 @@ def test_conv2d_subclasses():
     assert [e.fused for e in s.entries] == [["conv", "bn", "relu"]], str(s)
     text = str(s)
     assert "PaddedByInput: a Conv2d subclass with a forward of its own" in text
-    assert "BatchNorm2d left: after a convolution that runs as it is" in text
+    assert "BatchNorm2d left: after a Conv2d subclass with a forward of its own, which runs as it is" in text
     assert "not traceable" not in text
+
+
+def test_a_batchnorm_left_after_a_convolution_says_why():
+    class AfterActivationOrReadTwice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.bn_a = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)  # after the ReLU
+            self.b, self.bn_b = nn.Conv2d(4, 4, 1), nn.BatchNorm2d(4)  # b's output read twice
+
+        def forward(self, x):
+            y = self.b(self.bn_a(F.relu(self.a(x))))
+            return self.bn_b(y) * y
+
+    s = fuse_and_check(AfterActivationOrReadTwice(), torch.randn(2, 3, 6, 6))
+    assert [e.fused for e in s.entries] == [["conv", "relu"], ["conv"]], str(s)
+    text = str(s)
+    assert "BatchNorm2d left: after a convolution's relu (fused into it" in text
+    assert "BatchNorm2d left: its convolution's output is used elsewhere too" in text
 
 
 class FunctionalBn(nn.Module):
