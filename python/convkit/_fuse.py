@@ -983,9 +983,9 @@ def _bn_left_reason(gm, node):
     if isinstance(m, cnn.Conv2d) and m._activation != "none":
         return (f"after a convolution's {m._activation} (fused into it, or a convkit convolution with that "
                 "activation): a BatchNorm after a nonlinearity cannot be folded into the convolution")
-    if len(prod.users) > 1:
-        return "its convolution's output is used elsewhere too"
-    return "after a Conv2d subclass with a forward of its own, which runs as it is"
+    if not isinstance(m, cnn.Conv2d) and not _plain_conv(m):
+        return "after a Conv2d subclass with a forward of its own, which runs as it is"
+    return "its convolution's output is used elsewhere too"
 
 
 def _free_name(gm, name):

@@ -10,7 +10,8 @@ SCRIPTS = pathlib.Path(__file__).resolve().parents[2] / "scripts"
 
 
 @pytest.mark.parametrize("name", ["bench_host.py", "bench_models.py", "bench_backward.py", "bench_pointwise.py",
-                                  "model_kernels.py", "bench_cpu_models.py", "bench_copy_floor.py"])
+                                  "model_kernels.py", "bench_cpu_models.py", "bench_copy_floor.py",
+                                  "fuse_coverage.py"])
 def test_the_script_starts(name):
     r = subprocess.run([sys.executable, str(SCRIPTS / name), "--help"], capture_output=True, text=True, timeout=120,
                        cwd=SCRIPTS)
@@ -42,6 +43,16 @@ def test_bench_cpu_models_runs(train):
     rows = [line for line in r.stdout.splitlines() if line.startswith("| resnet18 | f32 |")]
     assert len(rows) == 1, r.stdout
     assert rows[0].count("|") == (6 if train else 8), rows[0]
+
+
+def test_fuse_coverage_gives_a_row_a_model_and_a_row_for_a_failure():
+    pytest.importorskip("torchvision")
+    r = subprocess.run([sys.executable, str(SCRIPTS / "fuse_coverage.py"), "--models", "resnet18,no_such_model",
+                        "--hw", "32"], capture_output=True, text=True, timeout=300, cwd=SCRIPTS)
+    assert r.returncode == 1, r.stderr[-2000:]  # the failed model
+    rows = {line.split(" | ")[0]: line for line in r.stdout.splitlines() if line.startswith("| ")}
+    assert rows["| resnet18"].startswith("| resnet18 | 20 | 20 / 20 | 17 | 8 | - | "), r.stdout
+    assert "error: AttributeError" in rows["| no_such_model"], r.stdout
 
 
 def test_model_kernels_diff_lines_up_two_runs(tmp_path):
