@@ -769,10 +769,13 @@ def _fuse_layer_norms(gm, summary):
             summary.entries.append(FuseEntry(node.name, ["layernorm"], "F.layer_norm by convkit.layer_norm"))
 
 
+_CATS = (torch.cat, torch.concat, torch.concatenate)
+
+
 def _cat_of_convs(gm, node):
     """For torch.cat along the channels (dim=1) of convolutions whose outputs nothing else reads, those
     convolution nodes in order; else None."""
-    if node.op != "call_function" or node.target not in (torch.cat, torch.concat, torch.concatenate):
+    if node.op != "call_function" or node.target not in _CATS:
         return None
     parts = node.args[0] if node.args else node.kwargs.get("tensors")
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", node.kwargs.get("axis", 0))
@@ -975,7 +978,7 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
 def _bn_left_reason(gm, node):
     """Why a foldable BatchNorm (module or call) was left: what produces its input."""
     prod = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
-    if prod is not None and prod.op == "call_function" and prod.target in (torch.cat, torch.concat, torch.concatenate):
+    if prod is not None and prod.op == "call_function" and prod.target in _CATS:
         return "after torch.cat of values other than convolutions read only there"
     m = _module(gm, prod) if prod is not None else None
     if not isinstance(m, torch.nn.Conv2d):
