@@ -1,6 +1,6 @@
 """What convkit.fuse folds in whole models, and whether the fused model computes the same function (CPU, fp32).
 
-    python scripts/fuse_coverage.py [--models resnet50,timm:mixnet_s,...] [--hw 96] [--batch 2] [--all-timm]
+    python scripts/fuse_coverage.py [--models resnet50,timm:mixnet_s,...] [--hw 96] [--batch 2]
 
 Each model (torchvision by name, timm as timm:<name>; random init, random BatchNorm statistics, eval) is fused
 and run on one random input beside the unfused model and a float64 copy of it. A row gives the counts of
@@ -19,6 +19,7 @@ import warnings
 import torch
 
 import convkit
+from bench_cpu_models import randomize_bn, rel_l2  # (scripts/ is the script's own folder)
 
 MODELS = ("resnet50", "resnext50_32x4d", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "efficientnet_v2_s",
           "convnext_tiny", "regnet_y_400mf", "googlenet", "inception_v3", "shufflenet_v2_x1_0", "densenet121",
@@ -35,30 +36,12 @@ def build(name):
     return getattr(torchvision.models, name)(weights=None, **kw)
 
 
-def randomise_bn(model, gen):
-    n = 0
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            n += 1
-            with torch.no_grad():
-                if m.running_mean is not None:
-                    m.running_mean.copy_(torch.randn(m.num_features, generator=gen) * 0.2)
-                    m.running_var.copy_(torch.rand(m.num_features, generator=gen) + 0.5)
-                if m.weight is not None:
-                    m.weight.copy_(torch.rand(m.num_features, generator=gen) + 0.5)
-                    m.bias.copy_(torch.randn(m.num_features, generator=gen) * 0.2)
-    return n
-
-
-def rel(a, b):
-    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300))
-
-
 def row(name, hw, batch):
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     model = build(name).eval()
-    n_bn = randomise_bn(model, gen)
+    n_bn = sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
+    randomize_bn(model, gen)
     size = max(hw, 75) if name.endswith("inception_v3") else hw
     x = torch.randn(batch, 3, size, size, generator=gen)
     with torch.no_grad():
@@ -70,7 +53,7 @@ def row(name, hw, batch):
     left = collections.Counter(e.note for e in s.left)
     why = "; ".join(f"{n} x {note}" for note, n in left.most_common()) or "-"
     return (f"| {name} | {s.convs} | {s.bn_folded} / {n_bn} | {s.activations} | {s.residuals} | {why} | "
-            f"{rel(got, want):.1e} | {rel(eager, want):.1e} |")
+            f"{rel_l2(got, want):.1e} | {rel_l2(eager, want):.1e} |")
 
 
 def main():
