@@ -84,7 +84,9 @@ double unit_roundoff(DType t) {
 //   e_acc:  fp32 summation, at most gemm_k*2^-24 in any order (Higham's gamma_n), plus the epilogue's
 //           few fp32 operations;
 //   e_act:  silu/gelu evaluated in fp32 (their slope is at most 1.13, covered by the factor 2; 2^-18
-//           covers exp/erf's own error and the cancellation in 1+erf for very negative inputs);
+//           covers exp/erf's own error and the cancellation in 1+erf for very negative inputs); for
+//           16-bit outputs the CUDA kernels' tanh forms (src/cuda/common/epilogue.cuh): 2^-15 (GELU) and
+//           2^-17 (SiLU), measured by CudaActivation.SixteenBitFormsWithinBound;
 //   floor:  the f16 subnormal spacing (2^-24) and a hair of the output's scale.
 // A peer (cuDNN) may round the convolution before a separate epilogue kernel: twice u_out on A_i, x4.
 struct ElementBound {
@@ -102,7 +104,12 @@ ElementBound element_bound(const Algorithm& a, const Case& c) {
   b.u_out = unit_roundoff(c.config.dtype);
   b.e_op = c.config.math == MathMode::tf32 ? 2 * std::ldexp(1.0, -10) : 0.0;
   b.e_acc = double(c.problem.gemm_k() + 4) * std::ldexp(1.0, -24);
-  b.e_act = (c.epi.activation == Activation::silu || c.epi.activation == Activation::gelu) ? std::ldexp(1.0, -18) : 0;
+  const bool sixteen = c.config.dtype != DType::f32;
+  switch (c.epi.activation) {
+    case Activation::gelu: b.e_act = std::ldexp(1.0, sixteen ? -15 : -18); break;
+    case Activation::silu: b.e_act = std::ldexp(1.0, sixteen ? -17 : -18); break;
+    default: b.e_act = 0;
+  }
   b.factor = b.peer ? 4 : 2;
   return b;
 }

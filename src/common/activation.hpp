@@ -36,7 +36,18 @@ CONVKIT_HD auto divide_fast(A a, B b) {
 #endif
 }
 
-// gelu is the exact erf form (PyTorch's default approximate='none').
+// The argument u(x) of GELU's tanh form for 16-bit outputs on the device (gelu_16bit in
+// src/cuda/common/epilogue.cuh): Phi(x) = (1 + tanh(u(x))) / 2, u an odd polynomial of degree 5 fitted to
+// atanh(erf(x / sqrt 2)), minimax in Phi's absolute error (1.9e-5 with an exact tanh); x is clamped to
+// +-8, past which Phi is 0 or 1 in fp32 and before which u still rises (its maximum is at 8.7). Kept here,
+// shared by host and device, so that the CPU tests check the coefficients (tests/test_epilogue_span.cpp).
+CONVKIT_HD float gelu_tanh_arg(float x) {
+  const float c = fminf(fmaxf(x, -8.0f), 8.0f), c2 = c * c;
+  return c * fmaf(fmaf(-3.1594868e-4f, c2, 3.6798727e-2f), c2, 7.9771757e-1f);
+}
+
+// gelu is the exact erf form (PyTorch's default approximate='none'); on the device, outputs of 16 bits take
+// the tanh form above (activate_out in src/cuda/common/epilogue.cuh).
 // NOTE: on the device, x Phi(x) with Phi from erfc's exponential form (no branch, fewer instructions, more
 // accurate in fp32's negative tail) made ConvNeXt-T's GELU Linears 5-10% slower, likely because its reciprocal
 // and exponential both take the special-function units (docs/perf.md, 2026-12-06, branch pending/gelu-erfc).

@@ -79,7 +79,7 @@ __device__ __forceinline__ void store_planes(const DeviceEpilogue<float>& epi, c
         const float4 rv = *reinterpret_cast<const float4*>(epi.residual + first + 4 * v);
         r[0] += epi.beta * rv.x, r[1] += epi.beta * rv.y, r[2] += epi.beta * rv.z, r[3] += epi.beta * rv.w;
       }
-      activate_all<4>(epi.activation, r);
+      activate_all<4, float>(epi.activation, r);
       *reinterpret_cast<float4*>(dst + first + 4 * v) = make_float4(r[0], r[1], r[2], r[3]);
     }
     done = count / 4 * 4;
@@ -87,7 +87,7 @@ __device__ __forceinline__ void store_planes(const DeviceEpilogue<float>& epi, c
   for (int e = done + int(threadIdx.x); e < count; e += int(blockDim.x)) {
     float r[1] = {out[e]};
     if (epi.residual) r[0] += epi.beta * epi.residual[first + e];
-    activate_all<1>(epi.activation, r);
+    activate_all<1, float>(epi.activation, r);
     dst[first + e] = r[0];
   }
 }
@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(256) depthwise_nchw_tma_kernel(const __grid_co
               if (q0 + j < d.q) acc[i][j] += epi.beta * epi.residual[o + j];
           }
         }
-        activate_all<kQt>(epi.activation, acc[i]);
+        activate_all<kQt, float>(epi.activation, acc[i]);
         if (vec) {
           *reinterpret_cast<float4*>(dst + o) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
         } else {

@@ -21,6 +21,7 @@
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/epilogue.cuh"
 
 namespace convkit::detail {
 namespace {
@@ -141,8 +142,7 @@ __global__ void __launch_bounds__(kThreads) per_sample_igemm(Params p, const T* 
       const int64_t o = kNhwc ? ((n * p.P + pp) * p.Q + qq) * p.K + k : ((n * p.K + k) * p.P + pp) * p.Q + qq;
       const float bb = bias ? to_f32(bias[n * p.K + k]) : 0.0f;
       const float rr = res ? to_f32(res[o]) : 0.0f;
-      y[o] = from_f32<T>(apply_epilogue<float>(p.act, p.alpha, p.beta, acc[i][j], bias != nullptr, bb,
-                                               res != nullptr, rr));
+      y[o] = from_f32<T>(epilogue_out<T>(p.act, p.alpha, p.beta, acc[i][j], bias != nullptr, bb, res != nullptr, rr));
     }
   }
 }

@@ -375,7 +375,7 @@ __device__ __forceinline__ void gm_epilogue(float (&acc)[8 / kWN][kWN][4], bool 
             acc[i][j][hf * 2 + e] = v;
           }
       }
-    activate_all<kWM * kWN * 4>(epi.activation, &acc[0][0][0]);
+    activate_all<kWM * kWN * 4, T>(epi.activation, &acc[0][0][0]);
 #pragma unroll
     for (int i = 0; i < kWM; ++i)
 #pragma unroll

@@ -238,9 +238,9 @@ __device__ __forceinline__ void store_output_tile(const TcArgs& a, const float* 
         if (epi.residual != nullptr) *reinterpret_cast<uint4*>(res) = *reinterpret_cast<const uint4*>(epi.residual + o);
 #pragma unroll
         for (int e = 0; e < CH; ++e)
-          y[e] = apply_epilogue<float>(epi.activation, epi.alpha, epi.beta, y[e], epi.bias != nullptr,
-                                       epi.bias != nullptr ? elem_to_float<T>(epi.bias[bk + e]) : 0.0f,
-                                       epi.residual != nullptr, epi.residual != nullptr ? elem_to_float<T>(res[e]) : 0.0f);
+          y[e] = epilogue_out<T>(epi.activation, epi.alpha, epi.beta, y[e], epi.bias != nullptr,
+                                 epi.bias != nullptr ? elem_to_float<T>(epi.bias[bk + e]) : 0.0f,
+                                 epi.residual != nullptr, epi.residual != nullptr ? elem_to_float<T>(res[e]) : 0.0f);
       }
       store_chunk(dst + o, y);
     } else {

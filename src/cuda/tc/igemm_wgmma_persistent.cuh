@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
         add_bias_residual(std::true_type{});
       else
         add_bias_residual(std::false_type{});
-      activate_all<BN / 2>(a.act, acc);
+      activate_all<BN / 2, T>(a.act, acc);
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j)
 #pragma unroll

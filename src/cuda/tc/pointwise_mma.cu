@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(WM* WN * 32, kMinBlocks) pointwise_mma_kernel(
 #pragma unroll
     for (int i = 0; i < MI; ++i)
 #pragma unroll
-      for (int j = 0; j < NI; ++j) activate_all<4>(a.act, acc[i][j]);
+      for (int j = 0; j < NI; ++j) activate_all<4, T>(a.act, acc[i][j]);
 #pragma unroll
     for (int j = 0; j < NI; ++j) {
       const int col = warp_n * WTN + j * 8 + 2 * tq;
