@@ -73,17 +73,8 @@ Worst worst_over_x(const std::vector<float>& x, const std::vector<float>& y, Exa
   return w;
 }
 
-// In a test body: skip without a GPU (fail when CONVKIT_REQUIRE_GPU=1).
-#define REQUIRE_GPU_OR_SKIP()                                                                      \
-  do {                                                                                             \
-    if (!cuda_device_available()) {                                                                \
-      if (ckt::require_gpu()) FAIL() << "no CUDA device, but CONVKIT_REQUIRE_GPU=1";               \
-      GTEST_SKIP() << "no CUDA device on this machine";                                            \
-    }                                                                                              \
-  } while (0)
-
 TEST(CudaActivation, SixteenBitFormsWithinBound) {
-  REQUIRE_GPU_OR_SKIP();
+  CKT_REQUIRE_GPU();
   const std::vector<float> x = grid();
   for (DType dt : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(to_string(dt));
@@ -112,7 +103,7 @@ TEST(CudaActivation, SixteenBitFormsWithinBound) {
 
 // fp32 outputs keep the exact forms: erff's and expf's error only.
 TEST(CudaActivation, Fp32OutputsKeepTheExactForms) {
-  REQUIRE_GPU_OR_SKIP();
+  CKT_REQUIRE_GPU();
   const std::vector<float> x = grid();
   const Worst g = worst_over_x(x, cuda_activation_probe(Activation::gelu, DType::f32, x), gelu_exact);
   const Worst s = worst_over_x(x, cuda_activation_probe(Activation::silu, DType::f32, x), silu_exact);

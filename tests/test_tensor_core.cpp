@@ -168,21 +168,12 @@ TEST_P(Tc, QuickSanitizerSubset) {
 
 // ---- discovery and rejections -------------------------------------------------------------------
 
-// Skip (or fail under CONVKIT_REQUIRE_GPU=1) without a GPU.
-#define TC_REQUIRE_GPU()                                                                              \
-  do {                                                                                                \
-    if (!cuda_device_available()) {                                                                   \
-      if (ckt::require_gpu()) FAIL() << "no CUDA device (or a build without CUDA), but CONVKIT_REQUIRE_GPU=1"; \
-      GTEST_SKIP() << "no CUDA device on this machine (or a build without CUDA)";                     \
-    }                                                                                                 \
-  } while (0)
-
 TEST(TensorCoreDiscovery, RequiredAlgorithmsAndWhoAcceptsWhat) {
   // Every name in CONVKIT_REQUIRE_ALGOS must be registered; then (GPU) the acceptance matrix is printed,
   // and a required tensor-core algorithm must accept each of the three configurations somewhere.
   for (const std::string& name : ckt::required_algos())
     EXPECT_NE(find_algorithm(name), nullptr) << "CONVKIT_REQUIRE_ALGOS names '" << name << "', which is not registered";
-  TC_REQUIRE_GPU();
+  CKT_REQUIRE_GPU();
   int accepting_configs = 0;
   for (int ci = 0; ci < kNumConfigs; ++ci) {
     std::vector<std::string> who;
@@ -217,7 +208,7 @@ TEST(TensorCoreDiscovery, RequiredAlgorithmsAndWhoAcceptsWhat) {
 TEST(TensorCoreRejections, NchwAndStrictF32SayNoAndRunThrows) {
   // The gate of a tensor-core algorithm: NCHW (f16, bf16, tf32, f32) and strict fp32 NHWC are refused
   // with a one-sentence reason, and run() called anyway throws convkit::Error (it never computes them).
-  TC_REQUIRE_GPU();
+  CKT_REQUIRE_GPU();
   struct Bad {
     const char* what;
     ConvConfig cfg;
@@ -413,7 +404,7 @@ TEST(TensorCoreHuge, F16NhwcPast2e31Elements) {
   // of both images, the last element, random ones) are compared exactly with a host double sum
   // (detail::reference_dot). Every CUDA convkit algorithm that accepts it runs its own choice and, when it
   // has variants, its last one too.
-  TC_REQUIRE_GPU();
+  CKT_REQUIRE_GPU();
   ASSERT_GT(Conv2dProblem::parse("n2c32h5793w5793k32r3s3p1").input_elems(), int64_t(1) << 31);
   check_huge_f16("n2c32h5793w5793k32r3s3p1");
 }
@@ -421,7 +412,7 @@ TEST(TensorCoreHuge, F16NhwcPast2e31Elements) {
 TEST(TensorCoreHuge, F16NhwcStemPast2e31Outputs) {
   // A 3-channel 3x3 stem (cuda_stem_mma's kind) whose output passes 2^31 elements (2,152,960,000; 4.3 GB)
   // while its input (101 M elements) does not: output offsets in 64 bits. Checked as above.
-  TC_REQUIRE_GPU();
+  CKT_REQUIRE_GPU();
   check_huge_f16("n1c3h5800w5800k64r3s3p1");
 }
 
@@ -429,6 +420,6 @@ TEST(TensorCoreHuge, F16Nhwc1x1WideningPast2e31Outputs) {
   // A widening 1x1 (16 -> 128 channels, cuda_pointwise_mma's kind) whose output passes 2^31 elements
   // (2,149,580,800; 4.3 GB) while its input does not: the output offsets m * K in 64 bits. Outputs are
   // integers of magnitude <= 34, checked as above.
-  TC_REQUIRE_GPU();
+  CKT_REQUIRE_GPU();
   check_huge_f16("n1c16h4096w4100k128r1s1");
 }

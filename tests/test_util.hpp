@@ -94,6 +94,15 @@ inline Use usability(const Algorithm& a, std::string* why) {
     }                                                    \
   } while (0)
 
+// In a test body: skip without a GPU, or fail where CONVKIT_REQUIRE_GPU=1.
+#define CKT_REQUIRE_GPU()                                                                             \
+  do {                                                                                                \
+    if (!::convkit::cuda_device_available()) {                                                        \
+      if (::ckt::require_gpu()) FAIL() << "no CUDA device (or a build without CUDA), but CONVKIT_REQUIRE_GPU=1"; \
+      GTEST_SKIP() << "no CUDA device on this machine (or a build without CUDA)";                     \
+    }                                                                                                 \
+  } while (0)
+
 // Whether `a` computes ordinary convolutions (one filter bank for the batch): false for the algorithms that
 // run per-sample weights only (cpu_per_sample, cuda_per_sample: accepts() refuses plain operands), which
 // test_per_sample.cpp covers.
