@@ -40,7 +40,7 @@ CONVKIT_HD auto divide_fast(A a, B b) {
 // src/cuda/common/epilogue.cuh): Phi(x) = (1 + tanh(u(x))) / 2, u an odd polynomial of degree 5 fitted to
 // atanh(erf(x / sqrt 2)), minimax in Phi's absolute error (1.9e-5 with an exact tanh); x is clamped to
 // +-8, past which Phi is 0 or 1 in fp32 and before which u still rises (its maximum is at 8.7). Kept here,
-// shared by host and device, so that the CPU tests check the coefficients (tests/test_epilogue_span.cpp).
+// shared by host and device, so that a CPU test checks the coefficients (GeluTanhArg, tests/test_activation.cpp).
 CONVKIT_HD float gelu_tanh_arg(float x) {
   const float c = fminf(fmaxf(x, -8.0f), 8.0f), c2 = c * c;
   return c * fmaf(fmaf(-3.1594868e-4f, c2, 3.6798727e-2f), c2, 7.9771757e-1f);

@@ -100,8 +100,8 @@ struct DeviceEpilogue {
 };
 
 // The activation on N values of one thread bound for an output of type T, the switch taken once instead of
-// once per value (each case is activate_out<T>() with a constant, so the arithmetic is the same). Every index is a constant after unrolling,
-// so the values stay in registers.
+// once per value (each case is activate_out<T>() with a constant, so the arithmetic is the same). Every index
+// is a constant after unrolling, so the values stay in registers.
 // NOTE: a case that loops without unrolling indexes v at run time, and then the caller's whole array lives
 // in local memory even where that case never runs (a looping default case put cuda_igemm_wgmma's persistent
 // accumulators in a 128- or 256-byte stack frame: `nvcc -Xptxas -v` shows it as "bytes stack frame", not as
