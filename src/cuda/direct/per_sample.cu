@@ -34,14 +34,6 @@ constexpr int kThreadM = 4, kThreadN = 4;
 // NOTE: +4 padding: the nhwc gather writes As with the reduction index fastest across a warp.
 constexpr int kPad = 4;
 
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
 struct Params {
   int64_t N, C, H, W, K, R, S, P, Q, G, Cg, Kg;
   int64_t pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
@@ -103,7 +95,7 @@ __global__ void __launch_bounds__(kThreads) per_sample_igemm(Params p, const T* 
         const int64_t h = pp * p.stride_h - p.pad_h + r * p.dil_h;
         const int64_t w = qq * p.stride_w - p.pad_w + s * p.dil_w;
         if (h >= 0 && h < p.H && w >= 0 && w < p.W)
-          v = to_f32(xn[kNhwc ? (h * p.W + w) * p.C + c : (c * p.H + h) * p.W + w]);
+          v = elem_to_float(xn[kNhwc ? (h * p.W + w) * p.C + c : (c * p.H + h) * p.W + w]);
       }
       As[kk][mm] = v;
     }
@@ -111,7 +103,7 @@ __global__ void __launch_bounds__(kThreads) per_sample_igemm(Params p, const T* 
     for (int i = 0; i < kBlockK * kBlockN / kThreads; ++i) {
       const int kk = tid % kBlockK, nn = tid / kBlockK + i * (kThreads / kBlockK);
       const int64_t kidx = k0 + kk, col = col0 + nn;
-      Bs[kk][nn] = (kidx < Kred && col < p.Kg) ? to_f32(wn[col * Kred + kidx]) : 0.0f;
+      Bs[kk][nn] = (kidx < Kred && col < p.Kg) ? elem_to_float(wn[col * Kred + kidx]) : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -140,9 +132,10 @@ __global__ void __launch_bounds__(kThreads) per_sample_igemm(Params p, const T* 
       if (col >= p.Kg) continue;
       const int64_t k = g * p.Kg + col;
       const int64_t o = kNhwc ? ((n * p.P + pp) * p.Q + qq) * p.K + k : ((n * p.K + k) * p.P + pp) * p.Q + qq;
-      const float bb = bias ? to_f32(bias[n * p.K + k]) : 0.0f;
-      const float rr = res ? to_f32(res[o]) : 0.0f;
-      y[o] = from_f32<T>(epilogue_out<T>(p.act, p.alpha, p.beta, acc[i][j], bias != nullptr, bb, res != nullptr, rr));
+      const float bb = bias ? elem_to_float(bias[n * p.K + k]) : 0.0f;
+      const float rr = res ? elem_to_float(res[o]) : 0.0f;
+      const float v = epilogue_out<T>(p.act, p.alpha, p.beta, acc[i][j], bias != nullptr, bb, res != nullptr, rr);
+      y[o] = float_to_elem<T>(v);
     }
   }
 }
