@@ -60,6 +60,9 @@ template <typename T>
 inline constexpr bool kSixteenBit = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
 // The activation of a value bound for an output of type T: activate()'s, except GELU and SiLU into 16 bits.
+// The depthwise kernels (src/cuda/direct/depthwise*) pass float, the exact forms, whatever their output: they
+// are bound by memory, which hides the activation, and the tanh forms' registers gave eight of their 16-bit
+// instances 8-16-byte stack frames.
 template <typename T>
 __device__ __forceinline__ float activate_out(Activation act, float x) {
   if constexpr (kSixteenBit<T>) {

@@ -218,7 +218,7 @@ __global__ void depthwise_nhwc_kernel(ConvDims d, DwPlan t, const T* __restrict_
       if (epi.residual) rv = *reinterpret_cast<const Vec<T, kVec>*>(epi.residual + o);
 #pragma unroll
       for (int j = 0; j < kVec; ++j)
-        out.v[j] = float_to_elem<T>(epilogue_out<T>(
+        out.v[j] = float_to_elem<T>(apply_epilogue<float>(
             epi.activation, epi.alpha, epi.beta, acc[i][j], epi.bias != nullptr,
             epi.bias ? elem_to_float<T>(bv.v[j]) : 0.0f, epi.residual != nullptr,
             epi.residual ? elem_to_float<T>(rv.v[j]) : 0.0f));
@@ -411,7 +411,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_window_kernel(ConvDims d, 
         for (int e = 0; e < kVec; ++e) acc[i][e] += epi.beta * elem_to_float<T>(rv.v[e]);
       }
   }
-  activate_all<kQt * kVec, T>(epi.activation, &acc[0][0]);
+  activate_all<kQt * kVec, float>(epi.activation, &acc[0][0]);
 #pragma unroll
   for (int i = 0; i < kQt; ++i)
     if (i < nq) {

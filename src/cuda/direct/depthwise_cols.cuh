@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_cols_kernel(ConvDims d, Dw
           for (int e = 0; e < kVec; ++e) acc[j][e] += epi.beta * rv[e];
         }
     }
-    activate_all<kTP * kVec, T>(epi.activation, &acc[0][0]);
+    activate_all<kTP * kVec, float>(epi.activation, &acc[0][0]);
 #pragma unroll
     for (int j = 0; j < kTP; ++j)
       if (p + j < p_end) {

@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_mma_kernel(ConvDims d, DwM
     // more, live across the walk.)
 #pragma unroll
     for (int i = 0; i < kMmaTiles; ++i) {
-      activate_all<4, T>(epi.activation, acc[i]);
+      activate_all<4, float>(epi.activation, acc[i]);
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
         if (off_out[i][hh] >= 0) {

@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_rows_kernel(ConvDims d, Dw
           for (int e = 0; e < 4; ++e) acc[i][e] += epi.beta * elem_to_float<T>(rv.v[e]);
         }
     }
-    activate_all<kQtR * 4, T>(epi.activation, &acc[0][0]);
+    activate_all<kQtR * 4, float>(epi.activation, &acc[0][0]);
 #pragma unroll
     for (int i = 0; i < kQtR; ++i)
       if (i < nq) {

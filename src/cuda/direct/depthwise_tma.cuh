@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
             }
       }
 #pragma unroll
-      for (int i = 0; i < kPw; ++i) activate_all<kQt * kCl, T>(epi.activation, &acc[i][0][0]);  // NOTE: a row at a
+      for (int i = 0; i < kPw; ++i) activate_all<kQt * kCl, float>(epi.activation, &acc[i][0][0]);  // NOTE: a row at a
                                                                                             // time (32 values at
                                                                                             // once went to local
                                                                                             // memory)
