@@ -295,11 +295,9 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_co
               for (int e = 0; e < kCl; ++e) acc[i][j][e] += epi.beta * rv[e];
             }
       }
+      // NOTE: a row at a time (32 values at once went to local memory).
 #pragma unroll
-      for (int i = 0; i < kPw; ++i) activate_all<kQt * kCl, float>(epi.activation, &acc[i][0][0]);  // NOTE: a row at a
-                                                                                            // time (32 values at
-                                                                                            // once went to local
-                                                                                            // memory)
+      for (int i = 0; i < kPw; ++i) activate_all<kQt * kCl, float>(epi.activation, &acc[i][0][0]);
       T* out = opaque_ptr(dst + first);
 #pragma unroll
       for (int i = 0; i < kPw; ++i)
