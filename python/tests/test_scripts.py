@@ -11,7 +11,7 @@ SCRIPTS = pathlib.Path(__file__).resolve().parents[2] / "scripts"
 
 @pytest.mark.parametrize("name", ["bench_host.py", "bench_models.py", "bench_backward.py", "bench_pointwise.py",
                                   "model_kernels.py", "bench_cpu_models.py", "bench_copy_floor.py",
-                                  "fuse_coverage.py"])
+                                  "fuse_coverage.py", "bench_activations.py"])
 def test_the_script_starts(name):
     r = subprocess.run([sys.executable, str(SCRIPTS / name), "--help"], capture_output=True, text=True, timeout=120,
                        cwd=SCRIPTS)
