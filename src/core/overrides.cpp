@@ -26,6 +26,7 @@ constexpr std::string_view kOverrides[] = {
     "CONVKIT_WGMMA_A_TMA",              // 0: activations by cp.async, never the TMA
     "CONVKIT_WGMMA_IM2COL",             // 0: no TMA im2col mode
     "CONVKIT_CUDNN_RTC",                // 0: the cuDNN peer without runtime-compiled engines
+    "CONVKIT_PDL",                      // 0: kernels launched without programmatic dependent launch
 };
 
 }  // namespace

@@ -45,6 +45,7 @@
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/epilogue.cuh"
 #include "cuda/common/vec.cuh"
 #include "cuda/direct/direct_common.cuh"
@@ -81,6 +82,7 @@ __device__ __forceinline__ T zero_elem() {
 template <typename T, int kVec>
 __global__ void depthwise_nhwc_kernel(ConvDims d, DwPlan t, const T* __restrict__ src, const T* __restrict__ wei,
                                       T* dst, DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
   extern __shared__ float4 smem4[];
   const int RS = d.r * d.s, kb = t.lanes * kVec, M = d.kg;  // kg = K/groups = the channel multiplier
   float* s_w = reinterpret_cast<float*>(smem4);             // [R*S][kb]
@@ -235,6 +237,7 @@ __global__ void depthwise_nhwc_kernel(ConvDims d, DwPlan t, const T* __restrict_
 template <typename T>
 __global__ void depthwise_nchw_kernel(ConvDims d, DwPlan t, const T* __restrict__ src, const T* __restrict__ wei,
                                       T* dst, DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
   extern __shared__ float4 smem4[];
   const int RS = d.r * d.s, M = d.kg;
   const int ldw = t.iw;
@@ -322,6 +325,7 @@ template <typename T, int kVec, int kS>
 // 64 spilled. The tile still arrives in 16-byte cp.async pieces.
 __global__ void __launch_bounds__(256) depthwise_nhwc_window_kernel(ConvDims d, DwPlan t, const T* __restrict__ src,
                                                                    const T* __restrict__ wei, T* dst, DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
   extern __shared__ float4 smem4[];
   const int kb = t.lanes * kVec, RS = d.r * kS;
   float* s_w = reinterpret_cast<float*>(smem4);   // [R*kS][kb] fp32
@@ -428,6 +432,7 @@ __global__ void __launch_bounds__(256) depthwise_nhwc_window_kernel(ConvDims d, 
 template <typename T, int kS>
 __global__ void __launch_bounds__(256) depthwise_nchw_window_kernel(ConvDims d, DwPlan t, const T* __restrict__ src,
                                                                    const T* __restrict__ wei, T* dst, DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
   extern __shared__ float4 smem4[];
   constexpr int RS = kS * kS;
   const int M = d.kg;
@@ -1227,7 +1232,7 @@ void launch_rows(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T
                 : pb.s == 5 ? (s2 ? depthwise_nhwc_rows_kernel<T, 5, 2> : depthwise_nhwc_rows_kernel<T, 5, 1>)
                             : (s2 ? depthwise_nhwc_rows_kernel<T, 7, 2> : depthwise_nhwc_rows_kernel<T, 7, 1>);
   set_smem_attr(kernel, t.smem);
-  kernel<<<grid, t.threads, t.smem, st>>>(d, t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
+  launch_pdl(kernel, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
                                           static_cast<T*>(call.dst.data), epi);
   CK_LAUNCH("depthwise_nhwc_rows_kernel");
 }
@@ -1238,7 +1243,7 @@ void launch_cols(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T
   const DwCols t = plan_cols(pb);
   auto kernel = pb.stride_h == 2 ? depthwise_nhwc_cols_kernel<T, 2> : depthwise_nhwc_cols_kernel<T, 1>;
   constexpr int kThreads = 256;
-  kernel<<<unsigned((t.total + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+  launch_pdl(kernel, dim3(unsigned((t.total + kThreads - 1) / kThreads)), dim3(kThreads), size_t(0), st,
       d, t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data), static_cast<T*>(call.dst.data), epi);
   CK_LAUNCH("depthwise_nhwc_cols_kernel");
 }
@@ -1253,7 +1258,7 @@ void launch_mma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>
                   : pb.r == 5 ? depthwise_nhwc_mma_kernel<T, 5>
                               : depthwise_nhwc_mma_kernel<T, 7>;
     set_smem_attr(kernel, t.smem);
-    kernel<<<grid, t.threads, t.smem, st>>>(d, t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
+    launch_pdl(kernel, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
                                             static_cast<T*>(call.dst.data), epi);
     CK_LAUNCH("depthwise_nhwc_mma_kernel");
   } else {
@@ -1290,7 +1295,7 @@ void launch_tma_k(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<
   if (r != CUDA_SUCCESS)
     throw Error(StatusCode::cuda_error, "cuda_depthwise: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) +
                                             ") for the input of " + pb.to_string() + ".");
-  kernel<<<unsigned(grid), t.threads, t.smem, st>>>(map, d, t, static_cast<const T*>(call.wei.data),
+  launch_pdl(kernel, dim3(unsigned(grid)), dim3(t.threads), size_t(t.smem), st, map, d, t, static_cast<const T*>(call.wei.data),
                                                     static_cast<T*>(call.dst.data), epi);
   CK_LAUNCH("depthwise_nhwc_tma_kernel");
 }
@@ -1369,7 +1374,7 @@ void launch_tma_nchw_k(const ConvCall& call, const ConvDims& d, const DeviceEpil
   if (r != CUDA_SUCCESS)
     throw Error(StatusCode::cuda_error, "cuda_depthwise: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) +
                                             ") for the NCHW input of " + pb.to_string() + ".");
-  kernel<<<unsigned(grid), t.threads, t.smem, st>>>(map, d, t, static_cast<const float*>(call.wei.data),
+  launch_pdl(kernel, dim3(unsigned(grid)), dim3(t.threads), size_t(t.smem), st, map, d, t, static_cast<const float*>(call.wei.data),
                                                     static_cast<float*>(call.dst.data), epi);
   CK_LAUNCH("depthwise_nchw_tma_kernel");
 }
@@ -1446,16 +1451,16 @@ void launch(const ConvCall& call) {
       auto kernel = wnd == 3 ? depthwise_nhwc_window_kernel<T, 4, 3>
                     : wnd == 5 ? depthwise_nhwc_window_kernel<T, 4, 5> : depthwise_nhwc_window_kernel<T, 4, 7>;
       set_smem_attr(kernel, smem);
-      kernel<<<gw, tw.threads, smem, st>>>(d, tw, src, wei, dst, epi);
+      launch_pdl(kernel, dim3(gw), dim3(tw.threads), size_t(smem), st, d, tw, src, wei, dst, epi);
       CK_LAUNCH("depthwise_nhwc_window_kernel");
       return;
     }
     if (vec > 1) {
       set_smem_attr(depthwise_nhwc_kernel<T, kV>, t.smem);
-      depthwise_nhwc_kernel<T, kV><<<grid, t.threads, t.smem, st>>>(d, t, src, wei, dst, epi);
+      launch_pdl(depthwise_nhwc_kernel<T, kV>, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, src, wei, dst, epi);
     } else {
       set_smem_attr(depthwise_nhwc_kernel<T, 1>, t.smem);
-      depthwise_nhwc_kernel<T, 1><<<grid, t.threads, t.smem, st>>>(d, t, src, wei, dst, epi);
+      launch_pdl(depthwise_nhwc_kernel<T, 1>, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, src, wei, dst, epi);
     }
     CK_LAUNCH("depthwise_nhwc_kernel");
   } else {
@@ -1473,12 +1478,12 @@ void launch(const ConvCall& call) {
       auto kernel = wnd == 3 ? depthwise_nchw_window_kernel<T, 3>
                     : wnd == 5 ? depthwise_nchw_window_kernel<T, 5> : depthwise_nchw_window_kernel<T, 7>;
       set_smem_attr(kernel, t.smem);
-      kernel<<<unsigned(blocks), t.threads, t.smem, st>>>(d, t, src, wei, dst, epi);
+      launch_pdl(kernel, dim3(unsigned(blocks)), dim3(t.threads), size_t(t.smem), st, d, t, src, wei, dst, epi);
       CK_LAUNCH("depthwise_nchw_window_kernel");
       return;
     }
     set_smem_attr(depthwise_nchw_kernel<T>, t.smem);
-    depthwise_nchw_kernel<T><<<unsigned(blocks), t.threads, t.smem, st>>>(d, t, src, wei, dst, epi);
+    launch_pdl(depthwise_nchw_kernel<T>, dim3(unsigned(blocks)), dim3(t.threads), size_t(t.smem), st, d, t, src, wei, dst, epi);
     CK_LAUNCH("depthwise_nchw_kernel");
   }
 }

@@ -21,6 +21,8 @@
 // scheduler a cycle, DRAM 12% of peak).
 #pragma once
 
+#include "cuda/common/launch.cuh"
+
 namespace convkit::detail {
 namespace {
 
@@ -39,6 +41,7 @@ constexpr int kColsVec = 4;  // channels a thread
 template <typename T, int kStride>
 __global__ void __launch_bounds__(256) depthwise_nhwc_cols_kernel(ConvDims d, DwCols t, const T* __restrict__ src,
                                                                  const T* __restrict__ wei, T* dst, DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
   constexpr int kK = kColsK, kTP = kColsTP, kVec = kColsVec;
   constexpr int kRows = (kTP - 1) * kStride + kK;  // input rows of one group of kTP outputs
   const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -28,6 +28,7 @@
 // a cycle, DRAM 13% of peak).
 #pragma once
 
+#include "cuda/common/launch.cuh"
 #include "cuda/tc/mma_sync.cuh"
 
 namespace convkit::detail {
@@ -51,6 +52,7 @@ struct DwMma {
 template <typename T, int kK>
 __global__ void __launch_bounds__(256) depthwise_nhwc_mma_kernel(ConvDims d, DwMma t, const T* __restrict__ src,
                                                                 const T* __restrict__ wei, T* dst, DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
   constexpr int kTaps = kK * kK, kPairs = (kTaps + 1) / 2;
   extern __shared__ float4 smem4[];
   T* s_in = reinterpret_cast<T*>(smem4);  // [2][ncb][pitch][8]

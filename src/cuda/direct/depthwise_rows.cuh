@@ -16,6 +16,8 @@
 // step's window + depth steps' new rows), filled in 16-byte cp.async pieces (zero-filled outside the image).
 #pragma once
 
+#include "cuda/common/launch.cuh"
+
 namespace convkit::detail {
 namespace {
 
@@ -43,6 +45,7 @@ __device__ __forceinline__ void cp_async_wait_pending(int pending) {
 template <typename T, int kS, int kSW>
 __global__ void __launch_bounds__(256) depthwise_nhwc_rows_kernel(ConvDims d, DwRows t, const T* __restrict__ src,
                                                                  const T* __restrict__ wei, T* dst, DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
   constexpr int kQtR = 4;                    // outputs per thread per step
   constexpr int kPiece = int(16 / sizeof(T)); // elements of one 16-byte cp.async piece
   extern __shared__ float4 smem4[];

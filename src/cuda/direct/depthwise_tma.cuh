@@ -39,6 +39,7 @@
 // cnxt_dw7x7_192_28 0.0259 (/px 0.0314; 0.0465); f32 effb0_dw5x5_240_28 0.0278 (chunks 0.0320; 0.0472).
 #pragma once
 
+#include "cuda/common/launch.cuh"
 #include "cuda/common/tma.cuh"
 
 namespace convkit::detail {
@@ -186,6 +187,7 @@ template <typename T, int kK, int kU, int kPw, int kQt, int kCl, int kPix>
 __global__ void __launch_bounds__(256) depthwise_nhwc_tma_kernel(const __grid_constant__ CUtensorMap map, ConvDims d,
                                                                 DwTma t, const T* __restrict__ wei, T* dst,
                                                                 DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int pix = kPix ? kPix : t.pix;  // bytes a staged pixel: constant (the loads' offsets immediates) or not
   constexpr int kRows = (kPw - 1) * kU + kK, kCols = (kQt - 1) * kU + kK;  // a thread's input window

@@ -34,6 +34,7 @@
 // (6.63x), mbv2_dw3x3_960_7 0.0118 (tma/64/s4/nchw, staged stores, 1.59x).
 #pragma once
 
+#include "cuda/common/launch.cuh"
 #include "cuda/direct/depthwise_tma.cuh"  // the shared tile walk, kTmaMaxStages
 
 namespace convkit::detail {
@@ -96,6 +97,7 @@ template <int kK, int kU, int kPw, bool kPlane>
 __global__ void __launch_bounds__(256) depthwise_nchw_tma_kernel(const __grid_constant__ CUtensorMap map, ConvDims d,
                                                                 DwTmaNchw t, const float* __restrict__ wei, float* dst,
                                                                 DeviceEpilogue<float> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kQt = 4;
   constexpr int kRows = (kPw - 1) * kU + kK, kCols = (kQt - 1) * kU + kK;  // a thread's input window

@@ -28,6 +28,7 @@
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/epilogue.cuh"
 #include "cuda/common/geometry.cuh"
 
@@ -99,6 +100,7 @@ template <typename T, int kKt, int kCv>
 __global__ void __launch_bounds__(kThreadsTarget)
     grouped_nhwc_kernel(ConvDims d, GrPlan t, const T* __restrict__ src, const T* __restrict__ wei, T* dst,
                         DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
   extern __shared__ float4 smem4[];
   const int RS = d.r * d.s, cg = d.cg, kg = d.kg;
   const int kb = t.gb * kg, cbk = t.gb * cg;
@@ -207,7 +209,7 @@ void launch(const ConvCall& call) {
   auto kernel = t.kkt == 4 ? (cv4 ? grouped_nhwc_kernel<T, 4, 4> : grouped_nhwc_kernel<T, 4, 1>)
                            : (cv4 ? grouped_nhwc_kernel<T, 1, 4> : grouped_nhwc_kernel<T, 1, 1>);
   if (t.smem > 48 * 1024) opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmemBudget);
-  kernel<<<grid, t.threads, t.smem, as_stream(call.stream)>>>(d, t, static_cast<const T*>(call.src.data),
+  launch_pdl(kernel, dim3(grid), dim3(t.threads), size_t(t.smem), as_stream(call.stream), d, t, static_cast<const T*>(call.src.data),
                                                              static_cast<const T*>(call.wei.data),
                                                              static_cast<T*>(call.dst.data),
                                                              DeviceEpilogue<T>::from(call.epilogue));

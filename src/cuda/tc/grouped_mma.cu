@@ -42,6 +42,7 @@
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/epilogue.cuh"
 #include "cuda/common/geometry.cuh"
 #include "cuda/common/vec.cuh"
@@ -416,6 +417,7 @@ template <typename T, int kWN>
 __global__ void __launch_bounds__(kThreads, 4)
     grouped_mma_kernel(ConvDims d, GmPlan t, bool aligned /* x and w 16-byte aligned */, const T* __restrict__ src, const T* __restrict__ wei,
                        T* dst, DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
   constexpr int kWM = 8 / kWN;
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* s_in = smem;                      // [ih][iw] pixels of 128 bytes, chunks swizzled
@@ -517,13 +519,13 @@ void launch_wn(const ConvCall& call, const GmPlan& t) {
     // as many blocks as are resident at once, shared by the channel blocks
     const int64_t slots = int64_t(blocks_per_sm(kp, kThreads, t.smem)) * sm_count_of_current_device();
     const int64_t per_cblock = std::clamp<int64_t>((slots + cblocks - 1) / cblocks, 1, tiles);
-    kernel<<<dim3(unsigned(per_cblock), cblocks), kThreads, t.smem, as_stream(call.stream)>>>(d, t, aligned, src, wei,
+    launch_pdl(kernel, dim3(dim3(unsigned(per_cblock), cblocks)), dim3(kThreads), size_t(t.smem), as_stream(call.stream), d, t, aligned, src, wei,
                                                                                                 dst, epi);
     CK_LAUNCH("grouped_mma_pipe_kernel");
     return;
   }
   opt_in_dynamic_smem(reinterpret_cast<const void*>(grouped_mma_kernel<T, kWN>), t.smem);
-  grouped_mma_kernel<T, kWN><<<dim3(unsigned(tiles), cblocks), kThreads, t.smem, as_stream(call.stream)>>>(
+  launch_pdl(grouped_mma_kernel<T, kWN>, dim3(dim3(unsigned(tiles), cblocks)), dim3(kThreads), size_t(t.smem), as_stream(call.stream),
       d, t, aligned, src, wei, dst, epi);
   CK_LAUNCH("grouped_mma_kernel");
 }

@@ -22,6 +22,8 @@
 // the input's arrival.
 #pragma once
 
+#include "cuda/common/launch.cuh"
+
 namespace convkit::detail {
 namespace {
 
@@ -31,6 +33,7 @@ template <typename T, int kWN>
 __global__ void __launch_bounds__(kThreads, 2)
     grouped_mma_pipe_kernel(ConvDims d, GmPlan t, bool aligned /* x and w 16-byte aligned */, const T* __restrict__ src,
                             const T* __restrict__ wei, T* dst, DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
   constexpr int kWM = 8 / kWN;
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* s_in = smem;                      // two buffers of [ih][iw] pixels of 128 bytes, chunks swizzled

@@ -50,6 +50,7 @@
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/tc/igemm_tc.cuh"
 #include "cuda/tc/mma_sync.cuh"
 #include "cuda/tc/splitk_reduce.cuh"
@@ -69,6 +70,7 @@ using MmaArgs = TcArgs;
 // z = (batch entry * G + group) * splits + split.
 template <typename T, int BM, int BN, int WM, int WN, int kStages, bool kAligned>
 __global__ void __launch_bounds__(WM* WN * 32) igemm_mma_kernel(const MmaArgs a) {
+  pdl_enter();  // (launch.cuh: before any global access)
   constexpr int kThreads = WM * WN * 32;
   constexpr int ES = int(sizeof(T));
   constexpr int CE = 16 / ES;          // elements per 16-byte chunk
@@ -292,10 +294,10 @@ void launch_tile(const MmaArgs& a, dim3 grid, cudaStream_t stream, bool aligned)
   constexpr int smem = smem_bytes<BM, BN, ST>();
   if (aligned) {
     prepare_kernel<T, BM, BN, WM, WN, ST, true>();
-    igemm_mma_kernel<T, BM, BN, WM, WN, ST, true><<<grid, WM * WN * 32, smem, stream>>>(a);
+    launch_pdl(igemm_mma_kernel<T, BM, BN, WM, WN, ST, true>, dim3(grid), dim3(WM * WN * 32), size_t(smem), stream, a);
   } else {
     prepare_kernel<T, BM, BN, WM, WN, ST, false>();
-    igemm_mma_kernel<T, BM, BN, WM, WN, ST, false><<<grid, WM * WN * 32, smem, stream>>>(a);
+    launch_pdl(igemm_mma_kernel<T, BM, BN, WM, WN, ST, false>, dim3(grid), dim3(WM * WN * 32), size_t(smem), stream, a);
   }
 }
 

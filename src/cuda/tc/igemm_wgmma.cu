@@ -43,6 +43,7 @@
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/tc/igemm_tc.cuh"
 #include "cuda/tc/splitk_reduce.cuh"
 #include "cuda/tc/wgmma_common.cuh"
@@ -232,7 +233,7 @@ void launch_tile(const TcArgs& a, dim3 grid, cudaStream_t stream, bool /*aligned
                            : a.a_by_tma ? activation_map(a, dt, BM)
                                         : map;  // (unread unless a_by_tma)
   if (a.tile_counts == nullptr) {
-    K::fn<<<grid, K::threads, K::smem, stream>>>(a, map, amap);
+    launch_pdl(K::fn, dim3(grid), dim3(K::threads), size_t(K::smem), stream, a, map, amap);
     return;
   }
   // Split-K summed in the kernel: the splits of a tile wait for each other, so every block must be resident
@@ -285,7 +286,7 @@ void launch_persistent_tile(const TcArgs& a, dim3 grid, cudaStream_t stream, boo
   }();
   const int64_t tiles = int64_t(grid.x) * grid.y * grid.z;
   const unsigned blocks = unsigned(std::min<int64_t>({tiles, sm_count_of_current_device(), cap}));
-  fn<<<blocks, threads, smem, stream>>>(a, map, amap, omap, rmap, out_mode);
+  launch_pdl(fn, dim3(blocks), dim3(threads), size_t(smem), stream, a, map, amap, omap, rmap, out_mode);
 }
 int one_block_per_sm() { return 1; }
 

@@ -5,6 +5,7 @@
 // the plans and the launch table.
 #pragma once
 
+#include "cuda/common/launch.cuh"
 #include "cuda/tc/igemm_tc.cuh"
 #include "cuda/tc/wgmma_common.cuh"
 
@@ -69,6 +70,7 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
                                   const __grid_constant__ CUtensorMap amap, const __grid_constant__ CUtensorMap omap,
                                   const __grid_constant__ CUtensorMap rmap, const int out_mode) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  pdl_enter();  // (launch.cuh: before any global access)
   static_assert(sizeof(T) == 2, "16-bit types (the TMA store's boxes are 64 elements of 128 bytes)");
   constexpr int WN = persistent_wn(BN), NB = BN / WN;  // the tile's columns as NB wgmma blocks of WN
   static_assert(BN % WN == 0 && BN <= 144, "whole wgmma n blocks, up to 144 columns (72 accumulators)");

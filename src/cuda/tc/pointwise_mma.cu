@@ -31,6 +31,7 @@
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/epilogue.cuh"
 #include "cuda/common/vec.cuh"
 #include "cuda/tc/mma_sync.cuh"
@@ -65,6 +66,7 @@ constexpr int out_row_bytes() {
 
 template <typename T, int BM, int BN, int WM, int WN, int kMinBlocks>
 __global__ void __launch_bounds__(WM* WN * 32, kMinBlocks) pointwise_mma_kernel(const PwArgs a) {
+  pdl_enter();  // (launch.cuh: before any global access)
   constexpr int kThreads = WM * WN * 32;
   constexpr int WTM = BM / WM, WTN = BN / WN, MI = WTM / 16, NI = WTN / 8;
   constexpr int OS = out_row_bytes<BN>();
@@ -221,10 +223,10 @@ template <int BM, int BN, int WM, int WN, int MB>
 void launch_tile(const PwArgs& a, dim3 grid, int64_t smem, cudaStream_t stream, DType dt) {
   if (dt == DType::f16) {
     opt_in_dynamic_smem(reinterpret_cast<const void*>(pointwise_mma_kernel<__half, BM, BN, WM, WN, MB>), smem);
-    pointwise_mma_kernel<__half, BM, BN, WM, WN, MB><<<grid, WM * WN * 32, size_t(smem), stream>>>(a);
+    launch_pdl(pointwise_mma_kernel<__half, BM, BN, WM, WN, MB>, dim3(grid), dim3(WM * WN * 32), size_t(size_t(smem)), stream, a);
   } else {
     opt_in_dynamic_smem(reinterpret_cast<const void*>(pointwise_mma_kernel<__nv_bfloat16, BM, BN, WM, WN, MB>), smem);
-    pointwise_mma_kernel<__nv_bfloat16, BM, BN, WM, WN, MB><<<grid, WM * WN * 32, size_t(smem), stream>>>(a);
+    launch_pdl(pointwise_mma_kernel<__nv_bfloat16, BM, BN, WM, WN, MB>, dim3(grid), dim3(WM * WN * 32), size_t(size_t(smem)), stream, a);
   }
 }
 

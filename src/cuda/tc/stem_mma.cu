@@ -35,6 +35,7 @@
 #include "core/registry.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/cuda_algorithm.hpp"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/epilogue.cuh"
 #include "cuda/common/geometry.cuh"
 #include "cuda/common/vec.cuh"
@@ -181,6 +182,7 @@ template <typename T, int BN>
 __global__ void __launch_bounds__(kThreads, 3)
     stem_mma_kernel(ConvDims d, StPlan t, const T* __restrict__ src, const T* __restrict__ wei, T* dst,
                     DeviceEpilogue<T> epi) {
+  pdl_enter();  // (launch.cuh: before any global access)
   constexpr int kWarpsN = BN / 32, kWarpsM = 8 / kWarpsN, kWM = 8 / kWarpsM, kWN = 4;
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* s_pair = smem;                               // [ih][iws] units
@@ -273,7 +275,7 @@ void launch_bn(const ConvCall& call, StPlan t) {
   // as many blocks as are resident at once, shared by the channel blocks; each walks its share of the tiles
   const int64_t slots = int64_t(blocks_per_sm(kp, kThreads, t.smem)) * sm_count_of_current_device();
   const int64_t per_kblock = std::clamp<int64_t>((slots + kblocks - 1) / kblocks, 1, t.tiles);
-  kernel<<<dim3(unsigned(per_kblock), kblocks), kThreads, t.smem, as_stream(call.stream)>>>(
+  launch_pdl(kernel, dim3(dim3(unsigned(per_kblock), kblocks)), dim3(kThreads), size_t(t.smem), as_stream(call.stream),
       make_dims(pb), t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
       static_cast<T*>(call.dst.data), DeviceEpilogue<T>::from(call.epilogue));
   CK_LAUNCH("stem_mma_kernel");
