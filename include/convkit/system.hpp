@@ -50,4 +50,11 @@ std::string cpu_float32_gemm();
 // extension's CPU autocast rule asks it on every call.
 bool cpu_bf16_native();
 
+// Whether convkit launches its CUDA kernels with programmatic dependent launch on the current device: compute
+// capability 9.0 or later and CONVKIT_PDL not "0" (src/cuda/common/launch.cuh); false in a build without
+// CUDA. Such a kernel may be scheduled while the kernel before it on the stream runs, and waits
+// (griddepcontrol.wait) before it reads anything. Other code may launch its own kernels so on the same
+// switch if each of them waits first (the PyTorch extension's do).
+bool cuda_programmatic_launch();
+
 }  // namespace convkit

@@ -10,7 +10,9 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
+#include "convkit/system.hpp"
 #include "kernels.hpp"
 
 namespace convkit_ext {
@@ -18,6 +20,33 @@ namespace {
 
 void check_launch(const char* name) {
   const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw std::runtime_error(std::string("kernel ") + name + " failed: " + cudaGetErrorString(e));
+}
+
+// Programmatic dependent launch on the library's switch (convkit::cuda_programmatic_launch(); the library's
+// src/cuda/common/launch.cuh has the same two pieces): the pooling, squeeze-excitation and layer-norm kernels
+// below wait for the kernel before them first thing (pdl_enter), so they may be scheduled while it runs.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <typename... KernelArgs, typename... Args>
+void launch_pdl(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = convkit::cuda_programmatic_launch() ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
   if (e != cudaSuccess) throw std::runtime_error(std::string("kernel ") + name + " failed: " + cudaGetErrorString(e));
 }
 
@@ -82,6 +111,7 @@ __global__ void csr_matvec_kernel(const T* __restrict__ values, const I* __restr
 template <typename T, typename I>
 __global__ void max_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y, I n_, I h_, I w_, I c_, I p_, I q_,
                                      int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw) {
+  pdl_enter();
   constexpr int V = 16 / sizeof(T);
   const I vecs = c_ / V, total = n_ * p_ * q_ * vecs;
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * blockDim.x) {
@@ -123,6 +153,7 @@ __global__ void max_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y,
 template <typename T>
 __global__ void channel_sum_nhwc_kernel(const T* __restrict__ x, float* __restrict__ partial, int64_t hw, int c,
                                         int64_t per_split) {
+  pdl_enter();
   constexpr int V = 16 / sizeof(T);
   extern __shared__ float red[];  // [rows][lanes * V]
   const int vecs = c / V, lanes = vecs < int(blockDim.x) ? vecs : int(blockDim.x), rows = blockDim.x / lanes;
@@ -161,6 +192,7 @@ __global__ void channel_sum_nhwc_kernel(const T* __restrict__ x, float* __restri
 template <typename T>
 __global__ void channel_mean_finish_kernel(const float* __restrict__ partial, T* __restrict__ y, int64_t nc,
                                            int splits, float scale) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nc; i += int64_t(gridDim.x) * blockDim.x) {
     float sum = 0.0f;
     for (int s = 0; s < splits; ++s) sum += partial[s * nc + i];
@@ -174,6 +206,7 @@ __global__ void channel_mean_finish_kernel(const float* __restrict__ partial, T*
 template <typename T, typename I>
 __global__ void scale_channels_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ s, T* __restrict__ y,
                                            I total, I vecs, I hw_vecs) {
+  pdl_enter();
   constexpr int V = 16 / sizeof(T);
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total; i += I(gridDim.x) * blockDim.x) {
     const I n = i / hw_vecs, cv = i % vecs;
@@ -200,6 +233,7 @@ __global__ void scale_channels_nhwc_kernel(const T* __restrict__ x, const T* __r
 template <typename T, int L>
 __global__ void layer_norm_rows_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                        T* __restrict__ y, int64_t rows, int c, float eps) {
+  pdl_enter();
   constexpr int V = 16 / sizeof(T), kMax = L == 32 ? 8 : 4;
   const int vecs = c / V, lane = threadIdx.x % L;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -327,7 +361,7 @@ void cuda_max_pool_nhwc(Kind kind, const void* x, void* y, const int64_t (&g)[14
       const auto s = static_cast<cudaStream_t>(stream);
       const auto launch = [&](auto itag) {
         using I = decltype(itag);
-        max_pool_nhwc_kernel<T, I><<<grid_for(threads, 256), 256, 0, s>>>(
+        launch_pdl("max_pool_nhwc_kernel", max_pool_nhwc_kernel<T, I>, dim3(grid_for(threads, 256)), dim3(256), 0, s,
             static_cast<const T*>(x), static_cast<T*>(y), I(g[0]), I(g[1]), I(g[2]), I(g[3]), I(g[4]), I(g[5]),
             int(g[6]), int(g[7]), int(g[8]), int(g[9]), int(g[10]), int(g[11]), int(g[12]), int(g[13]));
       };
@@ -362,11 +396,11 @@ void cuda_channel_mean_nhwc(Kind kind, const void* x, float* partial, void* y, i
       const auto st = static_cast<cudaStream_t>(stream);
       const int64_t per_split = (hw + splits - 1) / splits;
       const size_t smem = size_t(kMeanThreads) * (16 / sizeof(T)) * sizeof(float);
-      channel_sum_nhwc_kernel<T><<<dim3(unsigned(splits), unsigned(n)), kMeanThreads, smem, st>>>(
-          static_cast<const T*>(x), partial, hw, int(c), per_split);
+      launch_pdl("channel_sum_nhwc_kernel", channel_sum_nhwc_kernel<T>, dim3(unsigned(splits), unsigned(n)),
+                 dim3(kMeanThreads), smem, st, static_cast<const T*>(x), partial, hw, int(c), per_split);
       check_launch("channel_sum_nhwc_kernel");
-      channel_mean_finish_kernel<T><<<grid_for(n * c, 256), 256, 0, st>>>(partial, static_cast<T*>(y), n * c,
-                                                                          int(splits), 1.0f / float(hw));
+      launch_pdl("channel_mean_finish_kernel", channel_mean_finish_kernel<T>, dim3(grid_for(n * c, 256)), dim3(256), 0,
+                 st, static_cast<const float*>(partial), static_cast<T*>(y), n * c, int(splits), 1.0f / float(hw));
     }
   });
   check_launch("channel_mean_finish_kernel");
@@ -380,12 +414,12 @@ void cuda_scale_channels_nhwc(Kind kind, const void* x, const void* s, void* y, 
       const int64_t vecs = c / (16 / int64_t(sizeof(T))), total = n * hw * vecs;
       const auto st = static_cast<cudaStream_t>(stream);
       if (total < (int64_t(1) << 31))
-        scale_channels_nhwc_kernel<T, int><<<grid_for(total, 256), 256, 0, st>>>(
-            static_cast<const T*>(x), static_cast<const T*>(s), static_cast<T*>(y), int(total), int(vecs),
+        launch_pdl("scale_channels_nhwc_kernel", scale_channels_nhwc_kernel<T, int>, dim3(grid_for(total, 256)),
+                   dim3(256), 0, st, static_cast<const T*>(x), static_cast<const T*>(s), static_cast<T*>(y), int(total), int(vecs),
             int(hw * vecs));
       else
-        scale_channels_nhwc_kernel<T, int64_t><<<grid_for(total, 256), 256, 0, st>>>(
-            static_cast<const T*>(x), static_cast<const T*>(s), static_cast<T*>(y), total, vecs, hw * vecs);
+        launch_pdl("scale_channels_nhwc_kernel", scale_channels_nhwc_kernel<T, int64_t>, dim3(grid_for(total, 256)),
+                   dim3(256), 0, st, static_cast<const T*>(x), static_cast<const T*>(s), static_cast<T*>(y), total, vecs, hw * vecs);
     }
   });
   check_launch("scale_channels_nhwc_kernel");
@@ -414,8 +448,8 @@ void cuda_layer_norm_rows(Kind kind, const void* x, const void* w, const void* b
       const auto st = static_cast<cudaStream_t>(stream);
       const unsigned grid = grid_for(rows, 256 / lanes);
       const auto launch = [&](auto kernel) {
-        kernel<<<grid, 256, 0, st>>>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
-                                     static_cast<T*>(y), rows, int(c), eps);
+        launch_pdl("layer_norm_rows_kernel", kernel, dim3(grid), dim3(256), 0, st, static_cast<const T*>(x),
+                   static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(y), rows, int(c), eps);
       };
       switch (lanes) {
         case 4: launch(layer_norm_rows_kernel<T, 4>); break;

@@ -15,6 +15,7 @@ void cuda_copy_h2d(void* dst, const void* src, size_t bytes);
 void cuda_copy_d2h(void* dst, const void* src, size_t bytes);
 void cuda_memset(void* dst, int byte, size_t bytes);
 void cuda_sync();
+bool pdl_enabled();               // kernels launched with programmatic dependent launch (launch.cuh)
 
 }  // namespace convkit::detail
 

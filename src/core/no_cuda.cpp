@@ -21,6 +21,7 @@ void cuda_copy_h2d(void*, const void*, size_t) { no_cuda(); }
 void cuda_copy_d2h(void*, const void*, size_t) { no_cuda(); }
 void cuda_memset(void*, int, size_t) { no_cuda(); }
 void cuda_sync() {}
+bool pdl_enabled() { return false; }
 
 std::vector<double> cuda_time_runs(void*, const std::function<void()>&, const TimingOptions&) { no_cuda(); }
 

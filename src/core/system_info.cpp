@@ -44,6 +44,7 @@ SystemInfo system_info() {
 }
 
 bool cpu_bf16_native() { return detail::gemm_bf16_available(); }
+bool cuda_programmatic_launch() { return detail::pdl_enabled(); }
 
 std::string cpu_float32_gemm() {
   return detail::sgemm_backend() == detail::SgemmBackend::none ? std::string() : detail::sgemm_backend_reason();

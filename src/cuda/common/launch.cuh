@@ -13,6 +13,7 @@
 
 #include <utility>
 
+#include "core/cuda_hooks.hpp"  // pdl_enabled()
 #include "cuda/common/check.cuh"
 
 namespace convkit::detail {
@@ -34,9 +35,6 @@ __device__ __forceinline__ void pdl_enter() {
   pdl_wait();
   pdl_launch_dependents();
 }
-
-// Whether launch_pdl sets the attribute on the current device (runtime.cu).
-bool pdl_enabled();
 
 template <typename... KernelArgs, typename... Args>
 void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
