@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "convkit/system.hpp"
 #include "core/timing.hpp"
 #include "test_util.hpp"
 
@@ -840,4 +841,18 @@ TEST(Buffer, HostAllocationLargerThanTheMachineIsRefused) {
         << e.what();
     expect_one_line(e.what());
   }
+}
+
+// convkit::cuda_programmatic_launch(): false without a device (and no throw: the CPU-only machines ask it
+// too); with one, on from compute capability 9.0 unless CONVKIT_PDL=0 (src/cuda/common/launch.cuh).
+TEST(ProgrammaticLaunch, FollowsTheDeviceAndTheSwitch) {
+  if (!cuda_device_available()) {
+    EXPECT_FALSE(cuda_programmatic_launch());
+    return;
+  }
+  const SystemInfo info = system_info();
+  ASSERT_FALSE(info.gpus.empty());
+  const char* v = std::getenv("CONVKIT_PDL");
+  const bool off = v != nullptr && std::string(v) == "0";
+  EXPECT_EQ(cuda_programmatic_launch(), !off && info.gpus[0].cc_major >= 9);
 }

@@ -26,7 +26,10 @@ bool pdl_enabled() {
   constexpr int kDevices = 64;
   static std::array<std::atomic<int>, kDevices> major{};  // 0: not asked yet
   int dev = 0;
-  CK_CUDA(cudaGetDevice(&dev));
+  if (cudaGetDevice(&dev) != cudaSuccess) {  // (no device: nothing is launched, so the question is moot)
+    (void)cudaGetLastError();
+    return false;
+  }
   if (dev < 0 || dev >= kDevices) return false;
   int m = major[size_t(dev)].load(std::memory_order_relaxed);
   if (m == 0) {
