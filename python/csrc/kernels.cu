@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "convkit/cuda_launch.cuh"
 #include "convkit/system.hpp"
 #include "kernels.hpp"
 
@@ -23,30 +24,16 @@ void check_launch(const char* name) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("kernel ") + name + " failed: " + cudaGetErrorString(e));
 }
 
-// Programmatic dependent launch on the library's switch (convkit::cuda_programmatic_launch(); the library's
-// src/cuda/common/launch.cuh has the same two pieces): the pooling, squeeze-excitation and layer-norm kernels
-// below wait for the kernel before them first thing (pdl_enter), so they may be scheduled while it runs.
-__device__ __forceinline__ void pdl_enter() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
+// The pooling, squeeze-excitation and layer-norm kernels below are launched as the library launches its own
+// (convkit/cuda_launch.cuh: programmatic dependent launch where convkit::cuda_programmatic_launch() says so),
+// and call pdl_enter() first thing.
+using convkit::pdl_enter;
 
 template <typename... KernelArgs, typename... Args>
 void launch_pdl(const char* name, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
                 cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = convkit::cuda_programmatic_launch() ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  const cudaError_t e = convkit::launch_with_pdl(convkit::cuda_programmatic_launch(), kernel, grid, block, smem,
+                                                 stream, std::forward<Args>(args)...);
   if (e != cudaSuccess) throw std::runtime_error(std::string("kernel ") + name + " failed: " + cudaGetErrorString(e));
 }
 
