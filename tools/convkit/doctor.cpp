@@ -77,6 +77,10 @@ int run_doctor() {
                                                                g.cc_major, g.cc_minor)
                                                  : g.code_note);
   }
+  fmt::print("kernel launches on the current GPU: {}\n",
+             cuda_programmatic_launch()
+                 ? "programmatic dependent launch (CONVKIT_PDL=0 turns it off)"
+                 : "plain (programmatic dependent launch needs compute capability 9.0 and CONVKIT_PDL unset or not 0)");
   if (!s.cuda_error.empty()) fmt::print("note: {}\n", s.cuda_error);
   return 0;
 }
