@@ -402,11 +402,12 @@ void cuda_scale_channels_nhwc(Kind kind, const void* x, const void* s, void* y, 
       const auto st = static_cast<cudaStream_t>(stream);
       if (total < (int64_t(1) << 31))
         launch_pdl("scale_channels_nhwc_kernel", scale_channels_nhwc_kernel<T, int>, dim3(grid_for(total, 256)),
-                   dim3(256), 0, st, static_cast<const T*>(x), static_cast<const T*>(s), static_cast<T*>(y), int(total), int(vecs),
-            int(hw * vecs));
+                   dim3(256), 0, st, static_cast<const T*>(x), static_cast<const T*>(s), static_cast<T*>(y), int(total),
+                   int(vecs), int(hw * vecs));
       else
         launch_pdl("scale_channels_nhwc_kernel", scale_channels_nhwc_kernel<T, int64_t>, dim3(grid_for(total, 256)),
-                   dim3(256), 0, st, static_cast<const T*>(x), static_cast<const T*>(s), static_cast<T*>(y), total, vecs, hw * vecs);
+                   dim3(256), 0, st, static_cast<const T*>(x), static_cast<const T*>(s), static_cast<T*>(y), total, vecs,
+                   hw * vecs);
     }
   });
   check_launch("scale_channels_nhwc_kernel");

@@ -16,7 +16,8 @@
 
 namespace convkit::detail {
 
-// launch.cuh's switch (convkit::cuda_programmatic_launch()): compute capability 9.0 or later on the current device, and CONVKIT_PDL not "0".
+// launch.cuh's switch (convkit::cuda_programmatic_launch()): compute capability 9.0 or later on the current
+// device, and CONVKIT_PDL not "0".
 bool pdl_enabled() {
   static const bool allowed = [] {
     const char* v = env_override("CONVKIT_PDL");

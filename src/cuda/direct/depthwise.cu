@@ -1232,8 +1232,8 @@ void launch_rows(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T
                 : pb.s == 5 ? (s2 ? depthwise_nhwc_rows_kernel<T, 5, 2> : depthwise_nhwc_rows_kernel<T, 5, 1>)
                             : (s2 ? depthwise_nhwc_rows_kernel<T, 7, 2> : depthwise_nhwc_rows_kernel<T, 7, 1>);
   set_smem_attr(kernel, t.smem);
-  launch_pdl(kernel, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
-                                          static_cast<T*>(call.dst.data), epi);
+  launch_pdl(kernel, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, static_cast<const T*>(call.src.data),
+             static_cast<const T*>(call.wei.data), static_cast<T*>(call.dst.data), epi);
   CK_LAUNCH("depthwise_nhwc_rows_kernel");
 }
 
@@ -1243,8 +1243,9 @@ void launch_cols(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T
   const DwCols t = plan_cols(pb);
   auto kernel = pb.stride_h == 2 ? depthwise_nhwc_cols_kernel<T, 2> : depthwise_nhwc_cols_kernel<T, 1>;
   constexpr int kThreads = 256;
-  launch_pdl(kernel, dim3(unsigned((t.total + kThreads - 1) / kThreads)), dim3(kThreads), size_t(0), st,
-      d, t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data), static_cast<T*>(call.dst.data), epi);
+  launch_pdl(kernel, dim3(unsigned((t.total + kThreads - 1) / kThreads)), dim3(kThreads), size_t(0), st, d, t,
+             static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
+             static_cast<T*>(call.dst.data), epi);
   CK_LAUNCH("depthwise_nhwc_cols_kernel");
 }
 
@@ -1258,8 +1259,8 @@ void launch_mma(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<T>
                   : pb.r == 5 ? depthwise_nhwc_mma_kernel<T, 5>
                               : depthwise_nhwc_mma_kernel<T, 7>;
     set_smem_attr(kernel, t.smem);
-    launch_pdl(kernel, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
-                                            static_cast<T*>(call.dst.data), epi);
+    launch_pdl(kernel, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, static_cast<const T*>(call.src.data),
+               static_cast<const T*>(call.wei.data), static_cast<T*>(call.dst.data), epi);
     CK_LAUNCH("depthwise_nhwc_mma_kernel");
   } else {
     throw Error(StatusCode::internal, "cuda_depthwise: the tensor-core kernel has no fp32 instance");
@@ -1295,8 +1296,8 @@ void launch_tma_k(const ConvCall& call, const ConvDims& d, const DeviceEpilogue<
   if (r != CUDA_SUCCESS)
     throw Error(StatusCode::cuda_error, "cuda_depthwise: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) +
                                             ") for the input of " + pb.to_string() + ".");
-  launch_pdl(kernel, dim3(unsigned(grid)), dim3(t.threads), size_t(t.smem), st, map, d, t, static_cast<const T*>(call.wei.data),
-                                                    static_cast<T*>(call.dst.data), epi);
+  launch_pdl(kernel, dim3(unsigned(grid)), dim3(t.threads), size_t(t.smem), st, map, d, t,
+             static_cast<const T*>(call.wei.data), static_cast<T*>(call.dst.data), epi);
   CK_LAUNCH("depthwise_nhwc_tma_kernel");
 }
 
@@ -1374,8 +1375,8 @@ void launch_tma_nchw_k(const ConvCall& call, const ConvDims& d, const DeviceEpil
   if (r != CUDA_SUCCESS)
     throw Error(StatusCode::cuda_error, "cuda_depthwise: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) +
                                             ") for the NCHW input of " + pb.to_string() + ".");
-  launch_pdl(kernel, dim3(unsigned(grid)), dim3(t.threads), size_t(t.smem), st, map, d, t, static_cast<const float*>(call.wei.data),
-                                                    static_cast<float*>(call.dst.data), epi);
+  launch_pdl(kernel, dim3(unsigned(grid)), dim3(t.threads), size_t(t.smem), st, map, d, t,
+             static_cast<const float*>(call.wei.data), static_cast<float*>(call.dst.data), epi);
   CK_LAUNCH("depthwise_nchw_tma_kernel");
 }
 
@@ -1457,10 +1458,12 @@ void launch(const ConvCall& call) {
     }
     if (vec > 1) {
       set_smem_attr(depthwise_nhwc_kernel<T, kV>, t.smem);
-      launch_pdl(depthwise_nhwc_kernel<T, kV>, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, src, wei, dst, epi);
+      launch_pdl(depthwise_nhwc_kernel<T, kV>, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, src, wei, dst,
+                 epi);
     } else {
       set_smem_attr(depthwise_nhwc_kernel<T, 1>, t.smem);
-      launch_pdl(depthwise_nhwc_kernel<T, 1>, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, src, wei, dst, epi);
+      launch_pdl(depthwise_nhwc_kernel<T, 1>, dim3(grid), dim3(t.threads), size_t(t.smem), st, d, t, src, wei, dst,
+                 epi);
     }
     CK_LAUNCH("depthwise_nhwc_kernel");
   } else {
@@ -1483,7 +1486,8 @@ void launch(const ConvCall& call) {
       return;
     }
     set_smem_attr(depthwise_nchw_kernel<T>, t.smem);
-    launch_pdl(depthwise_nchw_kernel<T>, dim3(unsigned(blocks)), dim3(t.threads), size_t(t.smem), st, d, t, src, wei, dst, epi);
+    launch_pdl(depthwise_nchw_kernel<T>, dim3(unsigned(blocks)), dim3(t.threads), size_t(t.smem), st, d, t, src, wei,
+               dst, epi);
     CK_LAUNCH("depthwise_nchw_kernel");
   }
 }

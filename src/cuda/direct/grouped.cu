@@ -209,10 +209,9 @@ void launch(const ConvCall& call) {
   auto kernel = t.kkt == 4 ? (cv4 ? grouped_nhwc_kernel<T, 4, 4> : grouped_nhwc_kernel<T, 4, 1>)
                            : (cv4 ? grouped_nhwc_kernel<T, 1, 4> : grouped_nhwc_kernel<T, 1, 1>);
   if (t.smem > 48 * 1024) opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmemBudget);
-  launch_pdl(kernel, dim3(grid), dim3(t.threads), size_t(t.smem), as_stream(call.stream), d, t, static_cast<const T*>(call.src.data),
-                                                             static_cast<const T*>(call.wei.data),
-                                                             static_cast<T*>(call.dst.data),
-                                                             DeviceEpilogue<T>::from(call.epilogue));
+  launch_pdl(kernel, dim3(grid), dim3(t.threads), size_t(t.smem), as_stream(call.stream), d, t,
+             static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
+             static_cast<T*>(call.dst.data), DeviceEpilogue<T>::from(call.epilogue));
   CK_LAUNCH("grouped_nhwc_kernel");
 }
 

@@ -519,14 +519,14 @@ void launch_wn(const ConvCall& call, const GmPlan& t) {
     // as many blocks as are resident at once, shared by the channel blocks
     const int64_t slots = int64_t(blocks_per_sm(kp, kThreads, t.smem)) * sm_count_of_current_device();
     const int64_t per_cblock = std::clamp<int64_t>((slots + cblocks - 1) / cblocks, 1, tiles);
-    launch_pdl(kernel, dim3(dim3(unsigned(per_cblock), cblocks)), dim3(kThreads), size_t(t.smem), as_stream(call.stream), d, t, aligned, src, wei,
-                                                                                                dst, epi);
+    launch_pdl(kernel, dim3(unsigned(per_cblock), cblocks), dim3(kThreads), size_t(t.smem), as_stream(call.stream), d,
+               t, aligned, src, wei, dst, epi);
     CK_LAUNCH("grouped_mma_pipe_kernel");
     return;
   }
   opt_in_dynamic_smem(reinterpret_cast<const void*>(grouped_mma_kernel<T, kWN>), t.smem);
-  launch_pdl(grouped_mma_kernel<T, kWN>, dim3(dim3(unsigned(tiles), cblocks)), dim3(kThreads), size_t(t.smem), as_stream(call.stream),
-      d, t, aligned, src, wei, dst, epi);
+  launch_pdl(grouped_mma_kernel<T, kWN>, dim3(unsigned(tiles), cblocks), dim3(kThreads), size_t(t.smem),
+             as_stream(call.stream), d, t, aligned, src, wei, dst, epi);
   CK_LAUNCH("grouped_mma_kernel");
 }
 

@@ -294,10 +294,12 @@ void launch_tile(const MmaArgs& a, dim3 grid, cudaStream_t stream, bool aligned)
   constexpr int smem = smem_bytes<BM, BN, ST>();
   if (aligned) {
     prepare_kernel<T, BM, BN, WM, WN, ST, true>();
-    launch_pdl(igemm_mma_kernel<T, BM, BN, WM, WN, ST, true>, dim3(grid), dim3(WM * WN * 32), size_t(smem), stream, a);
+    launch_pdl(igemm_mma_kernel<T, BM, BN, WM, WN, ST, true>, dim3(grid), dim3(WM * WN * 32), size_t(smem), stream,
+               a);
   } else {
     prepare_kernel<T, BM, BN, WM, WN, ST, false>();
-    launch_pdl(igemm_mma_kernel<T, BM, BN, WM, WN, ST, false>, dim3(grid), dim3(WM * WN * 32), size_t(smem), stream, a);
+    launch_pdl(igemm_mma_kernel<T, BM, BN, WM, WN, ST, false>, dim3(grid), dim3(WM * WN * 32), size_t(smem), stream,
+               a);
   }
 }
 

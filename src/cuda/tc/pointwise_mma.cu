@@ -223,10 +223,12 @@ template <int BM, int BN, int WM, int WN, int MB>
 void launch_tile(const PwArgs& a, dim3 grid, int64_t smem, cudaStream_t stream, DType dt) {
   if (dt == DType::f16) {
     opt_in_dynamic_smem(reinterpret_cast<const void*>(pointwise_mma_kernel<__half, BM, BN, WM, WN, MB>), smem);
-    launch_pdl(pointwise_mma_kernel<__half, BM, BN, WM, WN, MB>, dim3(grid), dim3(WM * WN * 32), size_t(size_t(smem)), stream, a);
+    launch_pdl(pointwise_mma_kernel<__half, BM, BN, WM, WN, MB>, dim3(grid), dim3(WM * WN * 32), size_t(smem), stream,
+               a);
   } else {
     opt_in_dynamic_smem(reinterpret_cast<const void*>(pointwise_mma_kernel<__nv_bfloat16, BM, BN, WM, WN, MB>), smem);
-    launch_pdl(pointwise_mma_kernel<__nv_bfloat16, BM, BN, WM, WN, MB>, dim3(grid), dim3(WM * WN * 32), size_t(size_t(smem)), stream, a);
+    launch_pdl(pointwise_mma_kernel<__nv_bfloat16, BM, BN, WM, WN, MB>, dim3(grid), dim3(WM * WN * 32), size_t(smem),
+               stream, a);
   }
 }
 

@@ -275,9 +275,9 @@ void launch_bn(const ConvCall& call, StPlan t) {
   // as many blocks as are resident at once, shared by the channel blocks; each walks its share of the tiles
   const int64_t slots = int64_t(blocks_per_sm(kp, kThreads, t.smem)) * sm_count_of_current_device();
   const int64_t per_kblock = std::clamp<int64_t>((slots + kblocks - 1) / kblocks, 1, t.tiles);
-  launch_pdl(kernel, dim3(dim3(unsigned(per_kblock), kblocks)), dim3(kThreads), size_t(t.smem), as_stream(call.stream),
-      make_dims(pb), t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
-      static_cast<T*>(call.dst.data), DeviceEpilogue<T>::from(call.epilogue));
+  launch_pdl(kernel, dim3(unsigned(per_kblock), kblocks), dim3(kThreads), size_t(t.smem), as_stream(call.stream),
+             make_dims(pb), t, static_cast<const T*>(call.src.data), static_cast<const T*>(call.wei.data),
+             static_cast<T*>(call.dst.data), DeviceEpilogue<T>::from(call.epilogue));
   CK_LAUNCH("stem_mma_kernel");
 }
 
