@@ -387,7 +387,7 @@ void cuda_channel_mean_nhwc(Kind kind, const void* x, float* partial, void* y, i
                  dim3(kMeanThreads), smem, st, static_cast<const T*>(x), partial, hw, int(c), per_split);
       check_launch("channel_sum_nhwc_kernel");
       launch_pdl("channel_mean_finish_kernel", channel_mean_finish_kernel<T>, dim3(grid_for(n * c, 256)), dim3(256), 0,
-                 st, static_cast<const float*>(partial), static_cast<T*>(y), n * c, int(splits), 1.0f / float(hw));
+                 st, partial, static_cast<T*>(y), n * c, int(splits), 1.0f / float(hw));
     }
   });
   check_launch("channel_mean_finish_kernel");

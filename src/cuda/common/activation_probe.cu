@@ -28,7 +28,7 @@ std::vector<float> cuda_activation_probe(Activation act, DType out, const std::v
   if (n == 0) return y;
   const size_t bytes = x.size() * sizeof(float);
   std::unique_ptr<void, void (*)(void*)> dx(cuda_alloc(bytes), cuda_free), dy(cuda_alloc(bytes), cuda_free);
-  CK_CUDA(cudaMemcpy(dx.get(), x.data(), bytes, cudaMemcpyHostToDevice));
+  cuda_copy_h2d(dx.get(), x.data(), bytes);
   const unsigned blocks = unsigned((n + 255) / 256);
   const auto* px = static_cast<const float*>(dx.get());
   auto* py = static_cast<float*>(dy.get());
@@ -38,7 +38,7 @@ std::vector<float> cuda_activation_probe(Activation act, DType out, const std::v
     case DType::f32: activation_probe_kernel<float><<<blocks, 256>>>(act, px, py, n); break;
   }
   CK_LAUNCH("activation_probe_kernel");
-  CK_CUDA(cudaMemcpy(y.data(), dy.get(), bytes, cudaMemcpyDeviceToHost));
+  cuda_copy_d2h(y.data(), dy.get(), bytes);
   return y;
 }
 

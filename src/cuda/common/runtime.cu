@@ -16,30 +16,6 @@
 
 namespace convkit::detail {
 
-// launch.cuh's switch (convkit::cuda_programmatic_launch()): compute capability 9.0 or later on the current
-// device, and CONVKIT_PDL not "0".
-bool pdl_enabled() {
-  static const bool allowed = [] {
-    const char* v = env_override("CONVKIT_PDL");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  if (!allowed) return false;
-  constexpr int kDevices = 64;
-  static std::array<std::atomic<int>, kDevices> major{};  // 0: not asked yet
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {  // (no device: nothing is launched, so the question is moot)
-    (void)cudaGetLastError();
-    return false;
-  }
-  if (dev < 0 || dev >= kDevices) return false;
-  int m = major[size_t(dev)].load(std::memory_order_relaxed);
-  if (m == 0) {
-    CK_CUDA(cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, dev));
-    major[size_t(dev)].store(m, std::memory_order_relaxed);
-  }
-  return m >= 9;
-}
-
 void throw_cuda_error(const char* what, const char* err, const char* file, int line) {
   throw Error(StatusCode::cuda_error,
               std::string(what) + " failed: " + err + " (" + file + ":" + std::to_string(line) + ")");
@@ -132,6 +108,16 @@ bool cuda_present() {
     return n > 0;
   }();
   return present;
+}
+
+// launch.cuh's switch (convkit::cuda_programmatic_launch()): a device of compute capability 9.0 or later
+// (the current one), and CONVKIT_PDL not "0".
+bool pdl_enabled() {
+  static const bool allowed = [] {
+    const char* v = env_override("CONVKIT_PDL");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return allowed && cuda_present() && cc_major_of_current_device() >= 9;
 }
 
 void* cuda_alloc(size_t bytes) {
