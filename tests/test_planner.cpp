@@ -294,13 +294,20 @@ TEST(PlannerGpu, OneByOneLayersOfFewChannelsWithSiluGoToThePointwiseKernel) {
         EXPECT_EQ(v.find(tile), std::string::npos) << spec << ": " << v;
     }
   // The 256x64 tile: shallow layers widening past 128 channels with a tile an SM (relu6: no exact-width rule
-  // in the way), not deeper ones nor small images.
+  // in the way), not deeper ones nor small images; widening ones of depth 80-112 to part-filled 128-column
+  // tiles take 192x128 instead (tall_128_tile_wins).
   if (wgmma != nullptr && wgmma->available()) {
-    for (const char* spec : {"n32c112h14w14k672r1s1", "n32c32h28w28k192r1s1"}) {
+    for (const char* spec : {"n32c64h14w14k384r1s1", "n32c32h28w28k192r1s1"}) {
       const Conv2dProblem p = Conv2dProblem::parse(spec);
       ASSERT_TRUE(wgmma->can_implement(p, cfg)) << spec;
       EXPECT_EQ(plan(p, cfg, relu6).algorithm, wgmma) << spec;
       EXPECT_EQ(wgmma->variants(p, cfg).front(), "256x64w20s3p/k1") << spec;
+    }
+    for (const char* spec : {"n32c112h14w14k672r1s1", "n32c80h14w14k480r1s1"}) {
+      const Conv2dProblem p = Conv2dProblem::parse(spec);
+      ASSERT_TRUE(wgmma->can_implement(p, cfg)) << spec;
+      EXPECT_EQ(plan(p, cfg, relu6).algorithm, wgmma) << spec;
+      EXPECT_EQ(wgmma->variants(p, cfg).front(), "192x128w16s3p/k1") << spec;
     }
     for (const char* spec : {"n32c320h7w7k1280r1s1", "n32c160h7w7k960r1s1", "n1c64h14w14k384r1s1"}) {
       const Conv2dProblem p = Conv2dProblem::parse(spec);

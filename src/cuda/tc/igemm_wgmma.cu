@@ -482,7 +482,11 @@ TileSet tile_set(bool ws) {
 // residual): 96 -> 384 at 56x56 with GELU 0.0705 on 192x128 against 0.0825 on the 256x64 tile that
 // tall_64_tile_wins gave it (0.0425 against 0.0456 without the epilogue), hence the depth of 96 and this rule
 // first; 192 -> 768 at 28x28 with GELU 0.0412 (128x128: 0.0466), 384 -> 1536 at 14x14 0.0318 (0.0360), 768 ->
-// 3072 at 7x7 0.0310 (0.0324).
+// 3072 at 7x7 0.0310 (0.0324). On the widening layers of depth 80-112 whose columns are not whole 128-column
+// tiles, measured on an H100 (2026-12-07, bf16 batch 32 with SiLU, scripts/bench_pointwise.py over
+// EfficientNet-B0's 1x1 layers; ms, 256x64w20s3p, which tall_64_tile_wins gave them before, in brackets): 80 ->
+// 480 at 14x14 0.0115 (0.0130), 112 -> 672 at 14x14 0.0132 (0.0143). Shallower, 40 -> 240 at 28x28 ran 0.0145
+// on 192x128 (0.0157) but 24 -> 144 at 56x56 0.0392 (0.0369): those keep 256x64 until more layers say where.
 Plan rule_plan(const TileSet& ts, const Shape& s, int sms, Plan best) {
   const int64_t rows = s.nb * s.Mb;
   int bm = 0, bn = 0;  // the tile wanted: bn = 0 for the narrowest exact-width tile of bm rows

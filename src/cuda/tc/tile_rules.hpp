@@ -39,8 +39,11 @@ inline bool tall_64_tile_wins(int es, int64_t groups, int64_t gemm_k, int64_t ge
 }
 
 // Where the heuristic runs the persistent 192x128 tile (three consumer warpgroups of 64 rows x 128 columns)
-// instead: 16-bit, one group, whole 128-column tiles, a GEMM depth of at least 96 (shallower widening layers
-// are tall_64_tile_wins's; this rule goes before it: ConvNeXt-T's 96 -> 384 at 56x56), and no more rows an SM
+// instead: 16-bit, one group, either whole 128-column tiles on a GEMM depth of at least 96 (shallower widening
+// layers are tall_64_tile_wins's; this rule goes before it: ConvNeXt-T's 96 -> 384 at 56x56) or a widening
+// layer of depth 80-112 to at least 256 columns that are not whole 128-column tiles (EfficientNet-B0's 80 -> 480
+// and 112 -> 672 at 14x14, where the tuner had found 192x128 11-12% faster than tall_64_tile_wins's 256x64:
+// both tiles waste the same part-filled last column there), and no more rows an SM
 // on 192-row tiles than on 128-row ones (the tiles an SM walks, rounded up to whole rounds of one tile an SM,
 // times the tile's rows). Where the counts tie, the taller tile loads 17% fewer operand bytes an output (320
 // rows of 128 bytes a k stage for 192 x 128 outputs against 256 for 128 x 128); where 128-row tiles leave a
@@ -48,8 +51,11 @@ inline bool tall_64_tile_wins(int es, int64_t groups, int64_t gemm_k, int64_t ge
 // SMs, two rounds of 128 rows; 99 of 192x128, one of 192).
 // Measured at rule_plan, igemm_wgmma.cu.
 inline bool tall_128_tile_wins(int es, int64_t groups, int64_t gemm_k, int64_t gemm_n, int64_t rows, int sms) {
-  if (es != 2 || groups != 1 || gemm_n % 128 != 0 || gemm_k < 96) return false;
-  const int64_t cols = gemm_n / 128;
+  if (es != 2 || groups != 1) return false;
+  const bool whole = gemm_n % 128 == 0 && gemm_k >= 96;
+  const bool widening = gemm_n % 128 != 0 && gemm_n >= 256 && gemm_k >= 80 && gemm_k <= 112;
+  if (!whole && !widening) return false;
+  const int64_t cols = (gemm_n + 127) / 128;
   const int64_t rounds128 = ((rows + 127) / 128 * cols + sms - 1) / sms;
   const int64_t rounds192 = ((rows + 191) / 192 * cols + sms - 1) / sms;
   return rounds192 * 192 <= rounds128 * 128;
