@@ -70,6 +70,7 @@ using MmaArgs = TcArgs;
 // z = (batch entry * G + group) * splits + split.
 template <typename T, int BM, int BN, int WM, int WN, int kStages, bool kAligned>
 __global__ void __launch_bounds__(WM* WN * 32) igemm_mma_kernel(const MmaArgs a) {
+  prefetch_l2_share(a.wei, filter_bytes<T>(a));  // (launch.cuh: a hint, safe before the wait)
   pdl_enter();  // (launch.cuh: before any global access)
   constexpr int kThreads = WM * WN * 32;
   constexpr int ES = int(sizeof(T));

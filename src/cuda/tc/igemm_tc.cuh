@@ -67,6 +67,13 @@ struct TcArgs {
   bool a_im2col;
 };
 
+// The bytes of a launch's filters: [K][R*S*Cg], or N of them with per-sample weights (what the kernels may
+// prefetch into L2 before they wait for the kernel before them: prefetch_l2_share, launch.cuh).
+template <typename T>
+__device__ __forceinline__ int64_t filter_bytes(const TcArgs& a) {
+  return (a.wei_b_stride != 0 ? a.wei_b_stride * a.nb : int64_t(a.K) * a.Kg) * int64_t(sizeof(T));
+}
+
 
 // ---- the block's place in the grid -------------------------------------------------------------------
 // x = m tiles, y = n tiles, z = (batch entry * G + group) * splits + split.

@@ -34,6 +34,7 @@ template <typename T, int BM, int BN, int kStages>
 __global__ void __launch_bounds__(BM / 64 * 128, (min_blocks<BM, BN, kStages>())) igemm_wgmma_kernel(const TcArgs a, const __grid_constant__ CUtensorMap wmap,
                                                                      const __grid_constant__ CUtensorMap amap) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  prefetch_l2_share(a.wei, filter_bytes<T>(a));  // (launch.cuh: a hint, safe before the wait)
   pdl_enter();  // (launch.cuh: before any global access)
   constexpr int kThreads = BM / 64 * 128;
   constexpr bool kTf32 = std::is_same_v<T, float>;

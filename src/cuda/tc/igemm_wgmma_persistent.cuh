@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
                                   const __grid_constant__ CUtensorMap amap, const __grid_constant__ CUtensorMap omap,
                                   const __grid_constant__ CUtensorMap rmap, const int out_mode) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  pdl_enter();  // (launch.cuh: before any global access)
+  prefetch_l2_share(a.wei, filter_bytes<T>(a));  // (launch.cuh: a hint, safe before the wait)
   static_assert(sizeof(T) == 2, "16-bit types (the TMA store's boxes are 64 elements of 128 bytes)");
   constexpr int WN = persistent_wn(BN), NB = BN / WN;  // the tile's columns as NB wgmma blocks of WN
   static_assert(BN % WN == 0 && BN <= 144, "whole wgmma n blocks, up to 144 columns (72 accumulators)");
@@ -107,6 +107,8 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
     n_block = int(r % tiles_n) * BN;
   };
 
+  // Up to the wait, nothing but the kernel's parameters and shared memory: the barriers and the tensor maps'
+  // descriptors (parameters) are ready while the kernel before may still run (launch.cuh).
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full + 8 * s, 1);
@@ -114,8 +116,11 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
     }
     for (int s = 0; s < BM / 32; ++s) mbar_init(res_full + 8 * s, 1);
     mbar_init_fence();
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&amap)) : "memory");
   }
   __syncthreads();
+  pdl_enter();  // (launch.cuh: before any global access)
 
   // The slots are used in turn across tiles: (slot, phase) counts the uses, phase = the round's parity.
   int slot = 0;
@@ -129,8 +134,6 @@ __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
     // ---- the producer: one thread issues every load of every tile.
     if constexpr (kRebalance) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kPersistentProducerRegs));
     if (tid != kThreads) return;
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&wmap)) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&amap)) : "memory");
     bool wrapped = false;  // every slot used once: from then on a slot is refilled after its release
     for (int64_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
       int b, n_block;
