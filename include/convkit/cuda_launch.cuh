@@ -2,9 +2,9 @@
 // them on the same stream (the PyTorch extension's). CUDA sources only; not part of convkit.hpp.
 //
 // Programmatic dependent launch (compute capability 9.0 and later): a kernel launched by launch_with_pdl(true,
-// ...) may be scheduled while the kernel before it on the stream still runs, and is held at its first
-// instruction, pdl_enter(), until that kernel has finished and its writes are visible; pdl_enter() then lets
-// the next such kernel be scheduled. What it saves is the gap between two dependent kernels (the launch and
+// ...) may be scheduled while the kernel before it on the stream still runs, and is held at pdl_enter() (its
+// first statement, or after work on its parameters and shared memory alone) until that kernel has finished and
+// its writes are visible; pdl_enter() then lets the next such kernel be scheduled. What it saves is the gap between two dependent kernels (the launch and
 // the first blocks' dispatch), which at batch 1 is a large part of a layer. The rule that keeps it correct:
 // a kernel launched so calls pdl_enter() before it touches global memory. Without the attribute (on = false,
 // or an older device) pdl_enter() does nothing. convkit::cuda_programmatic_launch() (convkit/system.hpp) says
