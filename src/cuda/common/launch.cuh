@@ -14,6 +14,7 @@
 #include "convkit/cuda_launch.cuh"
 #include "core/cuda_hooks.hpp"  // pdl_enabled()
 #include "cuda/common/check.cuh"
+#include "cuda/common/l2_share.hpp"
 
 namespace convkit::detail {
 
@@ -29,18 +30,14 @@ namespace convkit::detail {
 // baseline) it does nothing.
 __device__ __forceinline__ void prefetch_l2_share(const void* p, int64_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(CONVKIT_NO_L2_PREFETCH)
-  if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || p == nullptr || bytes < 16 ||
-      (reinterpret_cast<uintptr_t>(p) & 15) != 0)
+  if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || p == nullptr || (reinterpret_cast<uintptr_t>(p) & 15) != 0)
     return;
   const int64_t blocks = int64_t(gridDim.x) * gridDim.y * gridDim.z;
   const int64_t block = blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
-  const int64_t share = ((bytes + blocks - 1) / blocks + 4095) / 4096 * 4096;
-  const int64_t begin = block * share;
-  if (begin >= bytes) return;
-  const int64_t len = (bytes - begin < share ? bytes - begin : share) & ~int64_t(15);
-  if (len <= 0 || len > int64_t(UINT32_MAX)) return;
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(p) + begin),
-               "r"(uint32_t(len))
+  const L2Share r = l2_share(bytes, blocks, block);
+  if (r.len == 0) return;
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(p) + r.begin),
+               "r"(uint32_t(r.len))
                : "memory");
 #endif
 }
