@@ -11,7 +11,7 @@
                                                            # with .variant and .source ("tune cache"/"heuristic")
 
 The operators are torch.ops.convkit.{conv2d, conv2d_per_sample, max_pool2d, channel_mean, scale_channels,
-layer_norm_last, vector_add, silu, csr_matvec}; they have
+se_gate, layer_norm_last, vector_add, silu, csr_matvec}; they have
 fake (meta) implementations for torch.compile and autograd formulas (see docs/pytorch.md).
 """
 import torch  # noqa: F401  (loads libtorch before the extension)
@@ -40,7 +40,7 @@ from . import _autograd  # noqa: F401,E402  (backward formulas)
 from . import nn
 from ._fuse import FusedConv2d, FusedLinear, FuseSummary, fuse
 from .ops import (Plan, channel_mean, conv2d, conv2d_per_sample, csr_matvec, layer_norm, max_pool2d, plan,
-                  scale_channels, silu, vector_add)
+                  scale_channels, se_gate, silu, vector_add)
 
 
 def _warn_if_openblas_is_generic():
@@ -61,5 +61,5 @@ def _warn_if_openblas_is_generic():
 _warn_if_openblas_is_generic()
 
 __all__ = ["conv2d", "conv2d_per_sample", "plan", "Plan", "fuse", "FusedConv2d", "FusedLinear", "FuseSummary", "vector_add", "silu",
-           "csr_matvec", "max_pool2d", "channel_mean", "scale_channels", "layer_norm", "nn"]
+           "csr_matvec", "max_pool2d", "channel_mean", "scale_channels", "se_gate", "layer_norm", "nn"]
 __version__ = "0.1.0"

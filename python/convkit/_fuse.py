@@ -272,6 +272,11 @@ class FuseSummary:
         return sum(e.fused[:1] == ["avgpool"] for e in self.entries)
 
     @property
+    def se_gates(self):
+        """Squeeze-excitation gates (the mean and two 1x1 convolutions) now convkit.nn.SqueezeExcitationGate."""
+        return sum(e.fused[:1] == ["segate"] for e in self.entries)
+
+    @property
     def layer_norms(self):
         """LayerNorms over the channels (nn.LayerNorm, F.layer_norm, LayerNorm2d) now convkit.layer_norm."""
         return sum(e.fused[:1] == ["layernorm"] for e in self.entries)
@@ -293,6 +298,8 @@ class FuseSummary:
         pools = f"; {self.pools} max pools without indices" if self.pools else ""
         if self.mean_pools or self.channel_scales:
             pools += f"; {self.mean_pools} mean pools and {self.channel_scales} squeeze-excitation scales by convkit"
+        if self.se_gates:
+            pools += f"; {self.se_gates} squeeze-excitation gates by convkit.se_gate"
         if self.layer_norms:
             pools += f"; {self.layer_norms} LayerNorms by convkit"
         lines = [f"convkit.fuse: {self.convs} convolutions{lin}; {self.bn_folded} BatchNorms folded, "
@@ -748,8 +755,9 @@ def _fuse_channel_scales(gm, summary):
                         mean = g.call_function(cnn.channel_mean, args=(x, tuple(dims)))
                     pool.replace_all_uses_with(mean)
                     g.erase_node(pool)
-                    summary.entries.append(FuseEntry(pool.name, ["avgpool"], "the mean over H and W by "
-                                                     "convkit.channel_mean"))
+                    mean.meta["convkit_entry"] = FuseEntry(pool.name, ["avgpool"], "the mean over H and W by "
+                                                           "convkit.channel_mean")
+                    summary.entries.append(mean.meta["convkit_entry"])
                 with g.inserting_before(node):
                     repl = g.call_function(cnn.scale_channels, args=(x, sc))
                 node.replace_all_uses_with(repl)
@@ -757,6 +765,60 @@ def _fuse_channel_scales(gm, summary):
                 summary.entries.append(FuseEntry(node.name, ["scale"], "squeeze-excitation's x * s: "
                                                  "convkit.scale_channels"))
                 break
+
+
+def _fuse_se_gates(gm, summary):
+    """Each squeeze-excitation gate that feeds convkit.nn.scale_channels and is the mean of x over H and W, then a
+    1x1 convolution with its activation and another (convkit Conv2d modules, each step read by the next alone),
+    becomes one call of convkit.nn.SqueezeExcitationGate on x, which shares the two convolutions' parameters: at
+    small batches one kernel (convkit.se_gate) where these were four."""
+    g = gm.graph
+
+    def only_step(node, op):
+        return (isinstance(node, torch.fx.Node) and node.op == op and len(node.users) == 1 and not node.kwargs
+                and len(node.args) >= 1)
+
+    for node in list(g.nodes):
+        if not (node.op == "call_function" and node.target is cnn.scale_channels):
+            continue
+        x, fc2_node = node.args
+        if not (only_step(fc2_node, "call_module") and len(fc2_node.args) == 1):
+            continue
+        fc1_node = fc2_node.args[0]
+        if not (only_step(fc1_node, "call_module") and len(fc1_node.args) == 1):
+            continue
+        pool = fc1_node.args[0]
+        if not (isinstance(pool, torch.fx.Node) and len(pool.users) == 1 and pool.args and pool.args[0] is x):
+            continue
+        if not (_is_mean_pool_of(gm, pool, x) or (pool.op == "call_function" and pool.target is cnn.channel_mean
+                                                 and sorted(d % 4 for d in pool.args[1]) == [2, 3])):
+            continue
+        fc1, fc2 = _module(gm, fc1_node), _module(gm, fc2_node)
+        if not cnn.SqueezeExcitationGate.takes(fc1, fc2):
+            continue
+        parent = fc1_node.target.rpartition(".")[0]
+        target, i = _join(parent, "se_gate"), 0
+        while _has_submodule(gm, target):
+            i += 1
+            target = _join(parent, f"se_gate_{i}")
+        gm.add_submodule(target, cnn.SqueezeExcitationGate(fc1, fc2))
+        with g.inserting_before(pool):
+            gate = g.call_module(target, args=(x,))
+        fc2_node.replace_all_uses_with(gate)
+        for n in (fc2_node, fc1_node, pool):
+            g.erase_node(n)
+        # a functional mean the scale pass made convkit's: now inside the gate
+        summary.entries = [e for e in summary.entries if e is not pool.meta.get("convkit_entry")]
+        summary.entries.append(FuseEntry(target, ["segate"], "squeeze-excitation's mean and its two 1x1 "
+                                         "convolutions: convkit.se_gate (one kernel) at small batches"))
+
+
+def _has_submodule(gm, target):
+    try:
+        gm.get_submodule(target)
+        return True
+    except AttributeError:
+        return False
 
 
 def _fuse_layer_norms(gm, summary):
@@ -950,6 +1012,7 @@ def _fuse_graph(gm: torch.fx.GraphModule, algo, memory_format, linears=False) ->
     if linears:
         _fuse_linears(gm, algo, memory_format, summary)
     _fuse_channel_scales(gm, summary)
+    _fuse_se_gates(gm, summary)
     _fuse_layer_norms(gm, summary)
     # Everything else that was left, with its reason.
     for node in g.nodes:

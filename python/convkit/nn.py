@@ -1,6 +1,7 @@
 """Drop-in modules: convkit.nn.Conv2d (a torch.nn.Conv2d whose forward runs convkit), Conv2dAct (the same with a
 fused activation), convert(model), which swaps every torch.nn.Conv2d in a model, and fuse(model) (convkit.fuse:
 BatchNorm, activation and residual add folded into the convolutions)."""
+import os
 from typing import Optional
 
 import torch
@@ -167,6 +168,52 @@ def scale_channels(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     if torch.is_grad_enabled() and (x.requires_grad or s.requires_grad):
         return x * s
     return ops.scale_channels(x, s)
+
+
+class SqueezeExcitationGate(torch.nn.Module):
+    """A squeeze-excitation block's gate, act2(fc2(act1(fc1(mean(x))))) of shape (N, C, 1, 1), where fc1 and fc2
+    are 1x1 convolutions with their activations fused (convkit.nn.Conv2d modules; the parameters are theirs,
+    shared). Where no gradient is needed and the batch has at most `max_batch` images it runs convkit.se_gate:
+    one kernel where the mean and the two convolutions are four, each a few microseconds of latency at small
+    batches; otherwise the three steps as they were. convkit.fuse puts it in place of the mean and the two
+    convolutions (EfficientNet, MobileNetV3, RegNetY)."""
+
+    # Batches above this run the three steps. The one kernel won at batch 1 and 32 alike (EfficientNet-B0 as a
+    # CUDA graph, bf16, H100: 0.502 -> 0.441 ms and 1.124 -> 1.023; docs/perf.md), so by default every batch the
+    # kernel takes (its grid's 65535 images). CONVKIT_SE_GATE_MAX_BATCH sets it at import (0: never the kernel).
+    max_batch = int(os.environ.get("CONVKIT_SE_GATE_MAX_BATCH", "65535"))
+    # Gates of more hidden units than this run the three steps (CONVKIT_SE_GATE_MAX_HIDDEN at import): the
+    # kernel's excitation gives each output channel a thread that reads its R weights in a row. Measured as
+    # CUDA graphs (bf16, H100, every gate on the kernel): EfficientNet-B0 (R 4-48) and RegNetY-400MF (R 12-110)
+    # faster at batch 1 and 32, MobileNetV3-Large (R 24-240) slower at both; 112 keeps the first two whole
+    # and MobileNetV3-Large's four gates of R <= 32 (its mix under this rule was not measured).
+    max_hidden = int(os.environ.get("CONVKIT_SE_GATE_MAX_HIDDEN", "112"))
+
+    def __init__(self, fc1: torch.nn.Module, fc2: torch.nn.Module):
+        super().__init__()
+        self.fc1, self.fc2 = fc1, fc2
+
+    @staticmethod
+    def takes(fc1: torch.nn.Module, fc2: torch.nn.Module) -> bool:
+        """Whether fc1 -> fc2 is a gate this module computes: two convkit Conv2d 1x1 convolutions (no stride,
+        padding, dilation or groups, zero padding mode), fc1 C -> R and fc2 R -> C."""
+        def plain(m):
+            return (isinstance(m, Conv2d) and tuple(m.kernel_size) == (1, 1) and tuple(m.stride) == (1, 1)
+                    and tuple(m.dilation) == (1, 1) and m.groups == 1 and m.padding_mode == "zeros"
+                    and not isinstance(m.padding, str) and tuple(m.padding) == (0, 0))
+        return (plain(fc1) and plain(fc2) and fc1.out_channels == fc2.in_channels
+                and fc2.out_channels == fc1.in_channels)
+
+    def forward(self, x):
+        fc1, fc2 = self.fc1, self.fc2
+        same_dtype = all(t is None or t.dtype == x.dtype for t in (fc1.weight, fc1.bias, fc2.weight, fc2.bias))
+        if (x.dim() == 4 and x.shape[0] <= self.max_batch and fc1.out_channels <= self.max_hidden
+                and x.shape[1] == fc1.in_channels and same_dtype  # (an autocast region: the convolutions cast)
+                and not (torch.is_grad_enabled() and (x.requires_grad or self.fc1.weight.requires_grad
+                                                      or self.fc2.weight.requires_grad))):
+            return ops.se_gate(x, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias,
+                               self.fc1._activation, self.fc2._activation)
+        return self.fc2(self.fc1(channel_mean(x)))
 
 
 def layer_norm(x: torch.Tensor, normalized_shape, weight: Optional[torch.Tensor] = None,

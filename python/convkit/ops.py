@@ -180,6 +180,17 @@ def scale_channels(x: Tensor, s: Tensor) -> Tensor:
     return torch.ops.convkit.scale_channels(x, s)
 
 
+def se_gate(x: Tensor, w1: Tensor, b1: Optional[Tensor], w2: Tensor, b2: Optional[Tensor], act1: str = "relu",
+            act2: str = "sigmoid") -> Tensor:
+    """Squeeze-excitation's gate without a gradient (inference): act2(conv2d(act1(conv2d(x.mean((2, 3),
+    keepdim=True), w1, b1)), w2, b2)), shape (N, C, 1, 1), for 1x1 filters w1 [R, C, 1, 1] and w2 [C, R, 1, 1].
+    On CUDA a channels_last float32, float16 or bfloat16 x whose channels fill 16-byte vectors runs one convkit
+    kernel (a cluster of blocks an image, deterministic; the mean and the hidden units stay in float32 where
+    the four-kernel form rounds both to x's dtype); anything else runs torch's ops in float32 (float64 for
+    double). act1 and act2: any of ACTIVATIONS."""
+    return torch.ops.convkit.se_gate(x, w1, b1, w2, b2, act1, act2)
+
+
 def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
     """F.layer_norm(x, x.shape[-1:], weight, bias, eps) without a gradient (inference): the LayerNorm over the last
     dimension (ConvNeXt's norm over the channels of a channels-last activation). On CUDA a contiguous float32,

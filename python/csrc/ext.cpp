@@ -210,6 +210,64 @@ convkit::Activation activation_of(const char* op, c10::string_view a) {
 
 }  // namespace
 
+int64_t se_gate_check(const at::Tensor& x, const at::Tensor& w1, const c10::optional<at::Tensor>& b1,
+                      const at::Tensor& w2, const c10::optional<at::Tensor>& b2, c10::string_view act1,
+                      c10::string_view act2, int (&acts)[2]) {
+  constexpr const char* op = "convkit.se_gate";
+  TORCH_CHECK_VALUE(x.dim() == 4, op, ": x must be a 4-D [N, C, H, W] tensor; got shape ", shape_str(x), ".");
+  check_device_kind(op, x);
+  TORCH_CHECK_TYPE(at::isFloatingType(x.scalar_type()), op, ": x has dtype ", x.scalar_type(),
+                   "; the gate computes floating-point tensors.");
+  const int64_t C = x.size(1), R = w1.dim() >= 1 ? w1.size(0) : 0;
+  TORCH_CHECK_VALUE(w1.dim() == 4 && w1.size(1) == C && w1.size(2) == 1 && w1.size(3) == 1 && R >= 1, op,
+                    ": w1 (the squeeze) must be a [R, C, 1, 1] 1x1 filter with C = ", C, " (x's channels); got ",
+                    shape_str(w1), ".");
+  TORCH_CHECK_VALUE(w2.dim() == 4 && w2.size(0) == C && w2.size(1) == R && w2.size(2) == 1 && w2.size(3) == 1, op,
+                    ": w2 (the excitation) must be a [C, R, 1, 1] 1x1 filter with C = ", C, " and R = ", R,
+                    " (w1's outputs); got ", shape_str(w2), ".");
+  const std::pair<const char*, const at::Tensor*> others[] = {{"w1", &w1}, {"w2", &w2}};
+  for (const auto& [name, t] : others) {
+    check_same_device(op, x, name, *t);
+    check_same_dtype(op, x, name, *t);
+  }
+  const std::tuple<const char*, const c10::optional<at::Tensor>*, int64_t> biases[] = {{"b1", &b1, R}, {"b2", &b2, C}};
+  for (const auto& [name, b, len] : biases) {
+    if (!*b) continue;
+    check_same_device(op, x, name, **b);
+    check_same_dtype(op, x, name, **b);
+    TORCH_CHECK_VALUE((*b)->dim() == 1 && (*b)->size(0) == len, op, ": ", name, " must have shape [", len, "]; got ",
+                      shape_str(**b), ".");
+  }
+  acts[0] = int(activation_of(op, act1));
+  acts[1] = int(activation_of(op, act2));
+  return R;
+}
+
+at::Tensor se_gate_composite(const at::Tensor& x, const at::Tensor& w1, const c10::optional<at::Tensor>& b1,
+                             const at::Tensor& w2, const c10::optional<at::Tensor>& b2, const int (&acts)[2]) {
+  const int64_t N = x.size(0), C = x.size(1), R = w1.size(0);
+  const at::ScalarType acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  auto act = [](at::Tensor v, int a) {
+    switch (static_cast<convkit::Activation>(a)) {
+      case convkit::Activation::relu: return at::relu(v);
+      case convkit::Activation::relu6: return at::clamp(v, 0.0, 6.0);
+      case convkit::Activation::silu: return at::silu(v);
+      case convkit::Activation::gelu: return at::gelu(v);
+      case convkit::Activation::hardswish: return at::hardswish(v);
+      case convkit::Activation::sigmoid: return at::sigmoid(v);
+      case convkit::Activation::hardsigmoid: return at::hardsigmoid(v);
+      default: return v;
+    }
+  };
+  const at::Tensor m = at::mean(x, {2, 3}, false, acc);  // (torch's mean of no pixels: NaN)
+  at::Tensor h = at::matmul(m, w1.reshape({R, C}).to(acc).t());
+  if (b1) h = h + b1->to(acc);
+  h = act(h, acts[0]);
+  at::Tensor y = at::matmul(h, w2.reshape({C, R}).to(acc).t());
+  if (b2) y = y + b2->to(acc);
+  return act(y, acts[1]).to(x.scalar_type()).reshape({N, C, 1, 1}).contiguous();
+}
+
 at::Tensor conv2d(const at::Tensor& x_in, const at::Tensor& w_in, const c10::optional<at::Tensor>& bias_in,
                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                   c10::string_view activation, const c10::optional<at::Tensor>& residual_in, c10::string_view algo,
@@ -611,6 +669,10 @@ TORCH_LIBRARY(convkit, m) {
   // convkit.fuse puts in models: ConvNeXt's norms): on CUDA a kernel with a few lanes a row for a contiguous x,
   // else torch's own.
   m.def("layer_norm_last(Tensor x, Tensor? weight, Tensor? bias, float eps) -> Tensor");
+  // Squeeze-excitation's gate, act2(conv1x1(act1(conv1x1(mean(x), w1, b1)), w2, b2)) of shape (N, C, 1, 1)
+  // (convkit.nn.SqueezeExcitationGate, which convkit.fuse puts in models): on CUDA one kernel for a
+  // channels-last x whose channels fill 16-byte vectors, else torch's ops in float32 (float64 for double).
+  m.def("se_gate(Tensor x, Tensor w1, Tensor? b1, Tensor w2, Tensor? b2, str act1, str act2) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(convkit, CPU, m) {
@@ -625,6 +687,13 @@ TORCH_LIBRARY_IMPL(convkit, CPU, m) {
                           at::IntArrayRef d, bool ceil_mode) { return at::max_pool2d(x, k, s, p, d, ceil_mode); });
   m.impl("channel_mean", [](const at::Tensor& x) { return at::adaptive_avg_pool2d(x, {1, 1}); });
   m.impl("scale_channels", [](const at::Tensor& x, const at::Tensor& s) { return at::mul(x, s); });
+  m.impl("se_gate", [](const at::Tensor& x, const at::Tensor& w1, const c10::optional<at::Tensor>& b1,
+                       const at::Tensor& w2, const c10::optional<at::Tensor>& b2, c10::string_view act1,
+                       c10::string_view act2) {
+    int acts[2];
+    convkit_ext::se_gate_check(x, w1, b1, w2, b2, act1, act2, acts);
+    return convkit_ext::se_gate_composite(x, w1, b1, w2, b2, acts);
+  });
   m.impl("layer_norm_last", [](const at::Tensor& x, const c10::optional<at::Tensor>& w,
                                const c10::optional<at::Tensor>& b, double eps) {
     TORCH_CHECK(x.dim() >= 1, "convkit.layer_norm: x needs at least one dimension.");

@@ -143,6 +143,30 @@ at::Tensor channel_mean_cuda(const at::Tensor& x) {
   return y;
 }
 
+// Squeeze-excitation's gate: the kernel for a channels-last f32/f16/bf16 x whose channels fill 16-byte vectors,
+// with contiguous, 16-byte aligned filters and biases; the composite (torch's ops) for anything else.
+at::Tensor se_gate_cuda(const at::Tensor& x, const at::Tensor& w1, const c10::optional<at::Tensor>& b1,
+                        const at::Tensor& w2, const c10::optional<at::Tensor>& b2, c10::string_view act1,
+                        c10::string_view act2) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  int acts[2];
+  const int64_t R = se_gate_check(x, w1, b1, w2, b2, act1, act2, acts);
+  const auto aligned = [](const at::Tensor& t) {
+    return t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  };
+  if (!x.is_cuda() || !nhwc_vectors(x) || x.numel() == 0 || !aligned(w1) || !aligned(w2) ||
+      (b1 && !aligned(*b1)) || (b2 && !aligned(*b2)))
+    return se_gate_composite(x, w1, b1, w2, b2, acts);
+  const int64_t N = x.size(0), C = x.size(1);
+  const Kind k = kind_of(x.scalar_type());
+  if (!se_gate_takes(k, N, C, R)) return se_gate_composite(x, w1, b1, w2, b2, acts);
+  at::Tensor y = at::empty({N, C, 1, 1}, x.options());
+  cuda_se_gate_nhwc(k, x.data_ptr(), w1.data_ptr(), b1 ? b1->data_ptr() : nullptr, w2.data_ptr(),
+                    b2 ? b2->data_ptr() : nullptr, y.data_ptr(), N, x.size(2) * x.size(3), C, R, acts[0], acts[1],
+                    current_stream());
+  return y;
+}
+
 // x * s for s of shape (N, C, 1, 1) (squeeze-excitation's scale); torch's mul for anything else.
 at::Tensor scale_channels_cuda(const at::Tensor& x, const at::Tensor& s) {
   const c10::OptionalDeviceGuard guard(x.device());
@@ -203,5 +227,6 @@ TORCH_LIBRARY_IMPL(convkit, CUDA, m) {
   m.impl("max_pool2d", &convkit_ext::max_pool2d_cuda);
   m.impl("channel_mean", &convkit_ext::channel_mean_cuda);
   m.impl("scale_channels", &convkit_ext::scale_channels_cuda);
+  m.impl("se_gate", &convkit_ext::se_gate_cuda);
   m.impl("layer_norm_last", &convkit_ext::layer_norm_last_cuda);
 }

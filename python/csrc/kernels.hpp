@@ -30,6 +30,13 @@ void cuda_max_pool_nhwc(Kind kind, const void* x, void* y, const int64_t (&g)[14
 int64_t channel_mean_splits(Kind kind, int64_t n, int64_t hw, int64_t c);
 void cuda_channel_mean_nhwc(Kind kind, const void* x, float* partial, void* y, int64_t n, int64_t hw, int64_t c,
                             int64_t splits, void* stream);
+// Squeeze-excitation's gate, y[n][c] = act2(sum_j W2[c][j] act1(sum_k W1[j][k] mean(x[n])[k] + b1[j]) + b2[c]),
+// for a channels-last x (the channel-mean rules above), W1 [r, c] and W2 [c, r] contiguous, b1 [r] and b2 [c] or
+// null, all of x's kind; act1 and act2 are convkit::Activation values. One kernel, a cluster of blocks an image;
+// deterministic. se_gate_takes says which sizes it holds in shared memory.
+bool se_gate_takes(Kind kind, int64_t n, int64_t c, int64_t r);
+void cuda_se_gate_nhwc(Kind kind, const void* x, const void* w1, const void* b1, const void* w2, const void* b2,
+                       void* y, int64_t n, int64_t hw, int64_t c, int64_t r, int act1, int act2, void* stream);
 // y[n][p][c] = x[n][p][c] * s[n][c] for a channels-last x and s of shape (N, C, 1, 1) (f32, f16 or bf16; the
 // same alignment rules).
 void cuda_scale_channels_nhwc(Kind kind, const void* x, const void* s, void* y, int64_t n, int64_t hw, int64_t c,

@@ -167,9 +167,10 @@ def test_se_modules_keep_torchs_gradient(device):
     assert torch.equal(two(x.detach()), F.adaptive_avg_pool2d(x.detach(), 2))
 
 
-@pytest.mark.parametrize("name, scales, pools", [("efficientnet_b0", 16, 17), ("mobilenet_v3_small", 9, 10),
-                                                 ("regnet_y_400mf", 16, 17), ("resnet18", 0, 1)])
+@pytest.mark.parametrize("name, scales, pools", [("efficientnet_b0", 16, 1), ("mobilenet_v3_small", 9, 1),
+                                                 ("regnet_y_400mf", 16, 1), ("resnet18", 0, 1)])
 def test_fuse_runs_squeeze_excitation_on_convkit_and_compiles(name, scales, pools):
+    # (the squeeze-excitation blocks' means are inside their gates: the head's pool is the one left)
     torchvision = pytest.importorskip("torchvision")
     torch.manual_seed(0)
     m = getattr(torchvision.models, name)().eval()
@@ -229,7 +230,7 @@ def test_se_with_a_functional_mean(form):
     m = SE().eval()
     fused = convkit.fuse(m)
     summ = fused.convkit_summary
-    assert (summ.channel_scales, summ.mean_pools) == (1, 1), str(summ)
+    assert (summ.channel_scales, summ.mean_pools, summ.se_gates) == (1, 0, 1), str(summ)
     x = torch.randn(2, 8, 6, 6)
     with torch.no_grad():
         want = m(x)
@@ -238,3 +239,140 @@ def test_se_with_a_functional_mean(form):
     # not 4-D: torch's mean over the same dimensions
     z = torch.randn(3, 5, 7)
     assert torch.equal(convkit.nn.channel_mean(z), z.mean((-2, -1), keepdim=True))
+
+
+# ---- squeeze-excitation's gate in one op (convkit.se_gate, convkit.nn.SqueezeExcitationGate) ----------------
+
+_ACT64 = {"none": lambda v: v, "relu": F.relu, "relu6": F.relu6, "silu": F.silu, "gelu": F.gelu,
+          "hardswish": F.hardswish, "sigmoid": torch.sigmoid, "hardsigmoid": F.hardsigmoid}
+GATE_CASES = [  # (N, C, R, H, W, act1, act2, bias)
+    (1, 32, 8, 112, 112, "silu", "sigmoid", True),    # EfficientNet-B0's first block
+    (2, 96, 4, 56, 56, "silu", "sigmoid", True),
+    (3, 1152, 48, 7, 7, "silu", "sigmoid", True),
+    (2, 120, 32, 28, 28, "relu", "hardsigmoid", True),  # MobileNetV3's
+    (1, 16, 4, 5, 9, "gelu", "relu6", False),
+    (5, 24, 6, 3, 1, "hardswish", "sigmoid", True),     # fewer pixels than the cluster's blocks
+    (2, 40, 12, 1, 13, "none", "none", False),
+    (1, 64, 200, 2, 2, "relu", "sigmoid", True),        # R > C
+    (9, 8, 2, 6, 6, "silu", "sigmoid", True),           # more images than a batch rule would take
+    (1, 20, 5, 4, 4, "relu", "sigmoid", True),          # 16-bit channels off the 16-byte vector: torch's ops
+    (2, 16, 4, 1, 1, "relu", "sigmoid", True),          # one pixel (channels_last is also contiguous)
+]
+
+
+def _gate64(x, w1, b1, w2, b2, act1, act2):
+    m = x.double().mean((2, 3))
+    h = m @ w1.double().flatten(1).T + (b1.double() if b1 is not None else 0)
+    h = _ACT64[act1](h)
+    y = h @ w2.double().flatten(1).T + (b2.double() if b2 is not None else 0)
+    return _ACT64[act2](y).reshape(x.shape[0], x.shape[1], 1, 1)
+
+
+def _gate_args(n, c, r, h, w, bias, dtype, device, g, memory_format=torch.channels_last):
+    x = torch.randn(n, c, h, w, generator=g).to(device=device, dtype=dtype).contiguous(memory_format=memory_format)
+    w1 = (torch.randn(r, c, 1, 1, generator=g) / c ** 0.5).to(device=device, dtype=dtype)
+    w2 = (torch.randn(c, r, 1, 1, generator=g) / r ** 0.5).to(device=device, dtype=dtype)
+    b1 = torch.randn(r, generator=g).to(device=device, dtype=dtype) if bias else None
+    b2 = torch.randn(c, generator=g).to(device=device, dtype=dtype) if bias else None
+    return x, w1, b1, w2, b2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("memory_format", [torch.channels_last, torch.contiguous_format])
+def test_se_gate_against_float64(device, dtype, memory_format):
+    # The mean, both convolutions and both activations in float, rounded once: within float32's rounding of
+    # the sums, or one rounding of the 16-bit output (the gate's values are O(1)).
+    g = torch.Generator().manual_seed(0)
+    tol = 2e-5 if dtype == torch.float32 else (8e-3 if dtype == torch.bfloat16 else 1e-3)
+    for n, c, r, h, w, act1, act2, bias in GATE_CASES:
+        x, w1, b1, w2, b2 = _gate_args(n, c, r, h, w, bias, dtype, device, g, memory_format)
+        got = convkit.se_gate(x, w1, b1, w2, b2, act1, act2)
+        want = _gate64(x, w1, b1, w2, b2, act1, act2)
+        where = (n, c, r, h, w, act1, act2, bias, dtype, memory_format)
+        assert got.shape == (n, c, 1, 1) and got.dtype == dtype and got.device == x.device, where
+        err = (got.double() - want).abs() / (1 + want.abs())
+        assert err.max().item() <= tol, (where, err.max().item())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA")
+def test_se_gate_is_deterministic_and_agrees_with_the_four_ops():
+    # the cluster kernel adds in a fixed order: the same bits every run; and what the fused model ran before
+    # (the mean, then the two 1x1 convolutions) within the 16-bit rounding of its intermediates
+    g = torch.Generator().manual_seed(1)
+    x, w1, b1, w2, b2 = _gate_args(4, 480, 20, 14, 14, True, torch.bfloat16, "cuda", g)
+    a = convkit.se_gate(x, w1, b1, w2, b2, "silu", "sigmoid")
+    for _ in range(3):
+        assert torch.equal(convkit.se_gate(x, w1, b1, w2, b2, "silu", "sigmoid"), a)
+    four = convkit.conv2d(convkit.conv2d(convkit.channel_mean(x), w1, b1, activation="silu"), w2, b2,
+                          activation="sigmoid")
+    assert (a.float() - four.float()).abs().max().item() < 2e-2
+
+
+def test_se_gate_errors_and_empty_batch():
+    x = _cl(torch.randn(2, 16, 5, 5))
+    w1, w2 = torch.randn(4, 16, 1, 1), torch.randn(16, 4, 1, 1)
+    with pytest.raises(ValueError, match="w1"):
+        convkit.se_gate(x, torch.randn(4, 15, 1, 1), None, w2, None)
+    with pytest.raises(ValueError, match="w2"):
+        convkit.se_gate(x, w1, None, torch.randn(16, 4, 3, 3), None)
+    with pytest.raises(ValueError, match="b2"):
+        convkit.se_gate(x, w1, None, w2, torch.randn(4))
+    with pytest.raises(ValueError, match="activation"):
+        convkit.se_gate(x, w1, None, w2, None, "swish")
+    with pytest.raises(TypeError, match="dtype"):
+        convkit.se_gate(x, w1.double(), None, w2, None)
+    with pytest.raises(ValueError, match="4-D"):
+        convkit.se_gate(x[0], w1, None, w2, None)
+    assert convkit.se_gate(x[:0], w1, None, w2, None).shape == (0, 16, 1, 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gate_module_paths(device):
+    # SqueezeExcitationGate: the op up to max_batch images, the three steps above it and under autograd; the
+    # same function either way.
+    torch.manual_seed(0)
+    fc1 = convkit.nn.Conv2dAct(24, 6, 1, activation="silu").to(device)
+    fc2 = convkit.nn.Conv2dAct(6, 24, 1, activation="sigmoid").to(device)
+    gate = convkit.nn.SqueezeExcitationGate(fc1, fc2)
+    gate.max_batch = 2
+    assert convkit.nn.SqueezeExcitationGate.takes(fc1, fc2)
+    assert not convkit.nn.SqueezeExcitationGate.takes(fc1, convkit.nn.Conv2d(6, 24, 3).to(device))
+    for n in (1, gate.max_batch + 1):
+        x = _cl(torch.randn(n, 24, 9, 9, device=device))
+        with torch.no_grad():
+            want = fc2(fc1(x.mean((2, 3), keepdim=True)))
+            assert torch.allclose(gate(x), want, rtol=1e-5, atol=1e-6), n
+    x = _cl(torch.randn(2, 24, 9, 9, device=device)).requires_grad_()
+    gate(x).sum().backward()
+    assert x.grad is not None and x.grad.shape == x.shape
+
+
+@pytest.mark.parametrize("name, scales, pools, gates", [("efficientnet_b0", 16, 1, 16), ("mobilenet_v3_small", 9, 1, 9),
+                                                        ("regnet_y_400mf", 16, 1, 16)])
+def test_fuse_puts_the_gates_in_one_op(name, scales, pools, gates):
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    m = getattr(torchvision.models, name)().eval()
+    fused = convkit.fuse(m)
+    summ = fused.convkit_summary
+    assert (summ.channel_scales, summ.mean_pools, summ.se_gates) == (scales, pools, gates), str(summ)
+    assert f"{gates} squeeze-excitation gates by convkit.se_gate" in str(summ)
+    assert sum(isinstance(mod, convkit.nn.SqueezeExcitationGate) for mod in fused.modules()) == gates
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        want = m(x)
+        assert ((fused(x) - want).norm() / want.norm()).item() < 1e-4
+
+
+def test_gate_in_an_autocast_region():
+    # float32 parameters, bfloat16 activations: the gate takes the convolutions' way (their autocast casts),
+    # not the op (which wants one dtype)
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    m = torchvision.models.efficientnet_b0().eval()
+    fused = convkit.fuse(m)
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        want, got = m(x).float(), fused(x).float()
+    assert ((got - want).norm() / want.norm()).item() < 5e-2
