@@ -173,9 +173,10 @@ def scale_channels(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 class SqueezeExcitationGate(torch.nn.Module):
     """A squeeze-excitation block's gate, act2(fc2(act1(fc1(mean(x))))) of shape (N, C, 1, 1), where fc1 and fc2
     are 1x1 convolutions with their activations fused (convkit.nn.Conv2d modules; the parameters are theirs,
-    shared). Where no gradient is needed and the batch has at most `max_batch` images it runs convkit.se_gate:
-    one kernel where the mean and the two convolutions are four, each a few microseconds of latency at small
-    batches; otherwise the three steps as they were. convkit.fuse puts it in place of the mean and the two
+    shared). Where no gradient is needed, the parameters have x's dtype, the batch has at most `max_batch` images
+    and fc1 at most `max_hidden` outputs, it runs convkit.se_gate: one kernel where the mean and the two
+    convolutions are four, each a few microseconds of latency at small batches; otherwise the three steps as
+    they were. convkit.fuse puts it in place of the mean and the two
     convolutions (EfficientNet, MobileNetV3, RegNetY)."""
 
     # Batches above this run the three steps. The one kernel won at batch 1 and 32 alike (EfficientNet-B0 as a
@@ -186,7 +187,7 @@ class SqueezeExcitationGate(torch.nn.Module):
     # kernel's excitation gives each output channel a thread that reads its R weights in a row. Measured as
     # CUDA graphs (bf16, H100, every gate on the kernel): EfficientNet-B0 (R 4-48) and RegNetY-400MF (R 12-110)
     # faster at batch 1 and 32, MobileNetV3-Large (R 24-240) slower at both; 112 keeps the first two whole
-    # and MobileNetV3-Large's four gates of R <= 32 (its mix under this rule was not measured).
+    # and MobileNetV3-Large's three gates of R 24-32 (its mix under this rule was not measured).
     max_hidden = int(os.environ.get("CONVKIT_SE_GATE_MAX_HIDDEN", "112"))
 
     def __init__(self, fc1: torch.nn.Module, fc2: torch.nn.Module):
