@@ -774,18 +774,18 @@ def _fuse_se_gates(gm, summary):
     small batches one kernel (convkit.se_gate) where these were four."""
     g = gm.graph
 
-    def only_step(node, op):
-        return (isinstance(node, torch.fx.Node) and node.op == op and len(node.users) == 1 and not node.kwargs
-                and len(node.args) >= 1)
+    def module_step(node):  # a module call on one input, read by the next step alone
+        return (isinstance(node, torch.fx.Node) and node.op == "call_module" and len(node.users) == 1
+                and not node.kwargs and len(node.args) == 1)
 
     for node in list(g.nodes):
         if not (node.op == "call_function" and node.target is cnn.scale_channels):
             continue
         x, fc2_node = node.args
-        if not (only_step(fc2_node, "call_module") and len(fc2_node.args) == 1):
+        if not module_step(fc2_node):
             continue
         fc1_node = fc2_node.args[0]
-        if not (only_step(fc1_node, "call_module") and len(fc1_node.args) == 1):
+        if not module_step(fc1_node):
             continue
         pool = fc1_node.args[0]
         if not (isinstance(pool, torch.fx.Node) and len(pool.users) == 1 and pool.args and pool.args[0] is x):
@@ -796,11 +796,7 @@ def _fuse_se_gates(gm, summary):
         fc1, fc2 = _module(gm, fc1_node), _module(gm, fc2_node)
         if not cnn.SqueezeExcitationGate.takes(fc1, fc2):
             continue
-        parent = fc1_node.target.rpartition(".")[0]
-        target, i = _join(parent, "se_gate"), 0
-        while _has_submodule(gm, target):
-            i += 1
-            target = _join(parent, f"se_gate_{i}")
+        target = _free_name(gm, _join(fc1_node.target.rpartition(".")[0], "se_gate"))
         gm.add_submodule(target, cnn.SqueezeExcitationGate(fc1, fc2))
         with g.inserting_before(pool):
             gate = g.call_module(target, args=(x,))
@@ -811,14 +807,6 @@ def _fuse_se_gates(gm, summary):
         summary.entries = [e for e in summary.entries if e is not pool.meta.get("convkit_entry")]
         summary.entries.append(FuseEntry(target, ["segate"], "squeeze-excitation's mean and its two 1x1 "
                                          "convolutions: convkit.se_gate (one kernel) at small batches"))
-
-
-def _has_submodule(gm, target):
-    try:
-        gm.get_submodule(target)
-        return True
-    except AttributeError:
-        return False
 
 
 def _fuse_layer_norms(gm, summary):
