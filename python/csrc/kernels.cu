@@ -205,6 +205,7 @@ __global__ void channel_mean_finish_kernel(const float* __restrict__ partial, T*
 // Everything in float; s rounded to T once (the four kernels round the mean and h to T as well). Measured
 // (H100, bf16, EfficientNet-B0 at batch 1 under the profiler): 6.5-9.8 us a gate, where the four kernels took
 // about 14 us.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 __device__ __forceinline__ float gate_activation(float v, int act) {
   switch (static_cast<convkit::Activation>(act)) {
     case convkit::Activation::relu: return v > 0.0f ? v : 0.0f;
@@ -217,6 +218,7 @@ __device__ __forceinline__ float gate_activation(float v, int act) {
     default: return v;
   }
 }
+#endif
 
 template <typename T>
 __global__ void __launch_bounds__(512) se_gate_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ w1,
@@ -224,6 +226,9 @@ __global__ void __launch_bounds__(512) se_gate_nhwc_kernel(const T* __restrict__
                                                            const T* __restrict__ b2, T* __restrict__ y, int64_t hw,
                                                            int c, int r, int64_t per_split, float inv_hw, int act1,
                                                            int act2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters: compute capability 9.0 and later (se_gate_takes); an older target's image never runs
+#else
   pdl_enter();
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -295,6 +300,7 @@ __global__ void __launch_bounds__(512) se_gate_nhwc_kernel(const T* __restrict__
     y[n * c + ch] = store<T>(gate_activation(acc, act2));
   }
   cluster.sync();
+#endif
 }
 
 // y = x * s with s of shape (N, C, 1, 1): squeeze-excitation's scaling of a channels-last x, one thread a
@@ -512,7 +518,11 @@ size_t se_gate_smem(int64_t elem, int64_t c, int64_t r) {
 
 bool se_gate_takes(Kind kind, int64_t n, int64_t c, int64_t r) {
   const int64_t elem = kind == Kind::f32 ? 4 : 2;
-  return (kind == Kind::f32 || kind == Kind::f16 || kind == Kind::bf16) && n >= 1 && n <= 65535 && c > 0 &&
+  int dev = 0, clusters = 0;  // (the current device's: a cluster launch needs compute capability 9.0)
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev) != cudaSuccess)
+    return false;
+  return clusters != 0 && (kind == Kind::f32 || kind == Kind::f16 || kind == Kind::bf16) && n >= 1 && n <= 65535 && c > 0 &&
          r > 0 && (c * elem) % 16 == 0 && se_gate_smem(elem, c, r) <= 48 * 1024;
 }
 

@@ -33,7 +33,8 @@ void cuda_channel_mean_nhwc(Kind kind, const void* x, float* partial, void* y, i
 // Squeeze-excitation's gate, y[n][c] = act2(sum_j W2[c][j] act1(sum_k W1[j][k] mean(x[n])[k] + b1[j]) + b2[c]),
 // for a channels-last x (the channel-mean rules above), W1 [r, c] and W2 [c, r] contiguous, b1 [r] and b2 [c] or
 // null, all of x's kind; act1 and act2 are convkit::Activation values. One kernel, a cluster of blocks an image;
-// deterministic. se_gate_takes says which sizes it holds in shared memory.
+// deterministic. se_gate_takes says which sizes it holds in shared memory, on a device with cluster launches
+// (compute capability 9.0 and later; built for an older target too, where the kernel is a trap it never runs).
 bool se_gate_takes(Kind kind, int64_t n, int64_t c, int64_t r);
 void cuda_se_gate_nhwc(Kind kind, const void* x, const void* w1, const void* b1, const void* w2, const void* b2,
                        void* y, int64_t n, int64_t hw, int64_t c, int64_t r, int act1, int act2, void* stream);

@@ -254,6 +254,8 @@ GATE_CASES = [  # (N, C, R, H, W, act1, act2, bias)
     (5, 24, 6, 3, 1, "hardswish", "sigmoid", True),     # fewer pixels than the cluster's blocks
     (2, 40, 12, 1, 13, "none", "none", False),
     (1, 64, 200, 2, 2, "relu", "sigmoid", True),        # R > C
+    (2, 960, 240, 7, 7, "hardswish", "hardsigmoid", True),  # MobileNetV3-Large's last (R = 240)
+    (3, 4, 5, 3, 3, "relu", "sigmoid", True),           # (f32) half the cluster's blocks own no channel
     (9, 8, 2, 6, 6, "silu", "sigmoid", True),           # more images than a batch rule would take
     (1, 20, 5, 4, 4, "relu", "sigmoid", True),          # 16-bit channels off the 16-byte vector: torch's ops
     (2, 16, 4, 1, 1, "relu", "sigmoid", True),          # one pixel (channels_last is also contiguous)
