@@ -204,7 +204,9 @@ __global__ void channel_mean_finish_kernel(const float* __restrict__ partial, T*
 //   4. cluster barrier, so that no block's shared memory goes while another reads it.
 // Everything in float; s rounded to T once (the four kernels round the mean and h to T as well). Measured
 // (H100, bf16, EfficientNet-B0 at batch 1 under the profiler): 6.5-9.8 us a gate, where the four kernels took
-// about 14 us.
+// about 14 us; alone in a CUDA graph on an H200, 5.3-8.5 us at batch 1 and 6.3-12.3 at batch 32 on that model's
+// gates (docs/perf.md, 2026-12-07: latency, not bytes; staging the filters in shared memory or a warp a channel
+// did not beat this form). The kernel needs clusters (sm_90): built for an older target, it is a trap.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 __device__ __forceinline__ float gate_activation(float v, int act) {
   switch (static_cast<convkit::Activation>(act)) {
