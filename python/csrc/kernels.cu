@@ -524,8 +524,8 @@ bool se_gate_takes(Kind kind, int64_t n, int64_t c, int64_t r) {
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev) != cudaSuccess)
     return false;
-  return clusters != 0 && (kind == Kind::f32 || kind == Kind::f16 || kind == Kind::bf16) && n >= 1 && n <= 65535 && c > 0 &&
-         r > 0 && (c * elem) % 16 == 0 && se_gate_smem(elem, c, r) <= 48 * 1024;
+  return clusters != 0 && (kind == Kind::f32 || kind == Kind::f16 || kind == Kind::bf16) && n >= 1 &&
+         n <= 65535 && c > 0 && r > 0 && (c * elem) % 16 == 0 && se_gate_smem(elem, c, r) <= 48 * 1024;
 }
 
 void cuda_se_gate_nhwc(Kind kind, const void* x, const void* w1, const void* b1, const void* w2, const void* b2,
