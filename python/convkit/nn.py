@@ -211,11 +211,10 @@ class SqueezeExcitationGate(torch.nn.Module):
         same_dtype = all(t is None or t.dtype == x.dtype for t in (fc1.weight, fc1.bias, fc2.weight, fc2.bias))
         if (x.dim() == 4 and x.shape[0] <= self.max_batch and fc1.out_channels <= self.max_hidden
                 and x.shape[1] == fc1.in_channels and same_dtype  # (an autocast region: the convolutions cast)
-                and not (torch.is_grad_enabled() and (x.requires_grad or self.fc1.weight.requires_grad
-                                                      or self.fc2.weight.requires_grad))):
-            return ops.se_gate(x, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias,
-                               self.fc1._activation, self.fc2._activation)
-        return self.fc2(self.fc1(channel_mean(x)))
+                and not (torch.is_grad_enabled() and (x.requires_grad or fc1.weight.requires_grad
+                                                      or fc2.weight.requires_grad))):
+            return ops.se_gate(x, fc1.weight, fc1.bias, fc2.weight, fc2.bias, fc1._activation, fc2._activation)
+        return fc2(fc1(channel_mean(x)))
 
 
 def layer_norm(x: torch.Tensor, normalized_shape, weight: Optional[torch.Tensor] = None,
