@@ -262,7 +262,7 @@ if want sanitize; then
       row "$tool" "$st" "$STEP_S" "$note"
     done
     # the extension's squeeze-excitation gate kernel alone (no PyTorch): its harness under all four tools
-    run_step se_gate 180 "$SLOG" scripts/sanitize_se_gate.sh "$OUTDIR/se_gate"
+    run_step se_gate 180 "$SLOG" scripts/sanitize_se_gate.sh "$TMP/se_gate"
     st=$(status_of)
     [ "$STEP_RC" = 0 ] || fail
     row se_gate "$st" "$STEP_S" "python/tests/se_gate_harness.cu under memcheck, racecheck, synccheck, initcheck"
