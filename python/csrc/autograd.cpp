@@ -112,6 +112,14 @@ bool ends_with(const std::string& s, const char* tail) {
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
 }
 
+// Whether through_activation reads the output y: the derivatives taken from y (relu, relu6, sigmoid,
+// hardsigmoid). The others recompute z, and "none" needs nothing, so the Functions below save y only for these:
+// a saved y is checked for in-place changes when the backward runs, and torch's convolution saves no output,
+// so `relu_(conv(x))` (VGG's nn.ReLU(inplace=True) after a convolution, timm's squeeze-excitation) must work.
+bool activation_reads_output(const std::string& act) {
+  return act == "relu" || act == "relu6" || act == "sigmoid" || act == "hardsigmoid";
+}
+
 // dL/dz from dL/dy through the activation (as _through_activation).
 at::Tensor through_activation(const at::Tensor& grad, const std::string& act, const at::Tensor& out,
                               const std::function<at::Tensor()>& recompute_z) {
@@ -462,7 +470,9 @@ struct Conv2dGrad : public torch::autograd::Function<Conv2dGrad> {
                             const c10::optional<at::Tensor>& residual, c10::string_view algo, bool aten_backward) {
     const at::Tensor out = conv2d_op(x, w, bias, stride, padding, dilation, groups, activation, residual, algo);
     const bool has_bias = bias.has_value() && bias->defined(), has_res = residual.has_value() && residual->defined();
-    ctx->save_for_backward({x, w, has_bias ? *bias : at::Tensor(), has_res ? *residual : at::Tensor(), out});
+    const bool keep_out = activation_reads_output(std::string(activation));
+    ctx->save_for_backward({x, w, has_bias ? *bias : at::Tensor(), has_res ? *residual : at::Tensor(),
+                            keep_out ? out : at::Tensor()});
     ctx->saved_data["stride"] = stride.vec();
     ctx->saved_data["padding"] = padding.vec();
     ctx->saved_data["dilation"] = dilation.vec();
@@ -505,7 +515,8 @@ struct PerSampleGrad : public torch::autograd::Function<PerSampleGrad> {
                             at::IntArrayRef dilation, int64_t groups, c10::string_view activation, bool aten_backward) {
     const at::Tensor out = per_sample_op(x, w, bias, stride, padding, dilation, groups, activation);
     const bool has_bias = bias.has_value() && bias->defined();
-    ctx->save_for_backward({x, w, has_bias ? *bias : at::Tensor(), out});
+    ctx->save_for_backward({x, w, has_bias ? *bias : at::Tensor(),
+                            activation_reads_output(std::string(activation)) ? out : at::Tensor()});
     ctx->saved_data["stride"] = stride.vec();
     ctx->saved_data["padding"] = padding.vec();
     ctx->saved_data["dilation"] = dilation.vec();

@@ -269,3 +269,36 @@ def test_functorch_vmap_runs_and_grad_says_it_cannot():
     torch.testing.assert_close(y, F.conv2d(x, w, padding=1), rtol=1e-5, atol=1e-5)
     with pytest.raises(RuntimeError, match="functorch"):
         torch.func.grad(lambda s: convkit.conv2d(s, w, padding=1).sum())(x[:1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation", ["none", "silu", "gelu", "hardswish"])
+def test_output_changed_in_place_after_the_forward(activation, device):
+    # torch's convolution keeps no output for its backward, so `F.relu(conv(x), inplace=True)` (VGG's nn.ReLU(
+    # inplace=True) after a convolution, timm's squeeze-excitation) trains; convkit's Functions keep the output only
+    # for the activations whose derivative reads it (relu, relu6, sigmoid, hardsigmoid), so this works too.
+    torch.manual_seed(3)
+    x = torch.randn(2, 4, 6, 5, device=device)
+    w, b = torch.randn(6, 4, 3, 3, device=device), torch.randn(6, device=device)
+    act = {"none": lambda t: t, "silu": F.silu, "gelu": F.gelu, "hardswish": F.hardswish}[activation]
+    grads = []
+    for run in ("convkit", "torch", "per_sample"):
+        xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
+        if run == "convkit":
+            y = convkit.conv2d(xs, ws, bs, padding=1, activation=activation)
+        elif run == "torch":
+            y = act(F.conv2d(xs, ws, bs, padding=1))
+        else:  # the same filter for every sample
+            y = convkit.conv2d_per_sample(xs, ws.expand(2, -1, -1, -1, -1), bs.expand(2, -1), padding=1,
+                                          activation=activation)
+        F.relu(y, inplace=True).sum().backward()
+        grads.append([t.grad for t in (xs, ws, bs)])
+    for got in (grads[0], grads[2]):
+        for g, want in zip(got, grads[1]):
+            torch.testing.assert_close(g, want, rtol=1e-4, atol=1e-4)
+    # relu keeps its output for the backward, as torch's relu does: an in-place change after it is refused
+    xs = x.clone().requires_grad_()
+    y = convkit.conv2d(xs, w, b, padding=1, activation="relu")
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
