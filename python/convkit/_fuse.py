@@ -6,9 +6,10 @@
 
 The model is traced with torch.fx (symbolic tracing). Where it cannot be traced whole, each child module is
 fused on its own, recursively, and whatever still cannot be traced is left as it was (the summary says so).
-For every convolution (torch.nn.Conv2d or a subclass that computes its function, or a convkit.nn.Conv2d without
-an activation) the pass looks at what consumes its output, one single-use step at a time (a Conv2d subclass
-with a forward of its own is a leaf of the trace and runs as it is):
+For every convolution (torch.nn.Conv2d or a subclass that computes its function, timm's Conv2dSame, whose
+TensorFlow 'SAME' padding by the input's size becomes convkit.nn.Conv2d.same_by_input, or a convkit.nn.Conv2d
+without an activation) the pass looks at what consumes its output, one single-use step at a time (a Conv2d
+subclass with a forward of its own is a leaf of the trace and runs as it is):
 
     conv -> [BatchNorm2d] -> [scale] -> [activation]                      act(bn(conv(x)))
     conv -> [BatchNorm2d] -> [scale] -> add(other) -> [activation]        act(bn(conv(x)) + other)
@@ -114,8 +115,8 @@ class FusedConv2d(cnn.Conv2d):
             k, st, d = self.kernel_size[i], self.stride[i], self.dilation[i]
             if self.padding == "valid":
                 pad = 0
-            elif self.padding == "same":  # (torch allows it at stride 1 only: the size is kept)
-                sizes.append(h)
+            elif self.padding == "same" or self.same_by_input:  # ceil(h / stride) (torch's 'same': stride 1)
+                sizes.append(-(-h // st))
                 continue
             else:
                 pad = 2 * self.padding[i]
@@ -332,9 +333,11 @@ def _module(gm, node):
 
 
 def _plain_conv(m):
-    """nn.Conv2d, or a subclass that computes what it does (forward and _conv_forward not overridden)."""
+    """nn.Conv2d, or a subclass that computes what it does (forward and _conv_forward not overridden), or timm's
+    Conv2dSame (convkit.nn._timm_conv2d_same)."""
     return (isinstance(m, torch.nn.Conv2d) and not isinstance(m, cnn.Conv2d) and
-            type(m).forward is torch.nn.Conv2d.forward and type(m)._conv_forward is torch.nn.Conv2d._conv_forward)
+            ((type(m).forward is torch.nn.Conv2d.forward and type(m)._conv_forward is torch.nn.Conv2d._conv_forward)
+             or cnn._timm_conv2d_same(m)))
 
 
 def _is_conv(gm, node):
@@ -519,6 +522,7 @@ def _new_conv(conv, weight, bias, activation, algo, memory_format, fused_from):
         m.weight = torch.nn.Parameter(weight.detach().clone().contiguous(memory_format=fmt))
         if bias is not None:
             m.bias = torch.nn.Parameter(bias.detach().clone())
+    m.same_by_input = cnn._timm_conv2d_same(conv) or getattr(conv, "same_by_input", False)
     if memory_format is not None:
         m.to(memory_format=memory_format)
     m.eval()
@@ -1064,9 +1068,9 @@ class _Tracer(torch.fx.Tracer):
     nodes instead of being traced into their forward)."""
 
     def is_leaf_module(self, m, qualname):
-        # every Conv2d subclass too: one that computes nn.Conv2d's function is fused like it; one with a forward of
-        # its own (timm's Conv2dSame pads by the input's size, which symbolic tracing cannot follow) runs as it is
-        # and no longer keeps the model around it from tracing
+        # every Conv2d subclass too: one that computes nn.Conv2d's function (or timm's Conv2dSame, which pads by
+        # the input's size, which symbolic tracing cannot follow) is fused like it; one with a forward of its own
+        # runs as it is and no longer keeps the model around it from tracing
         return isinstance(m, torch.nn.Conv2d) or super().is_leaf_module(m, qualname)
 
 

@@ -27,6 +27,10 @@ class Conv2d(torch.nn.Conv2d):
     """
 
     _activation = "none"
+    # TensorFlow's 'SAME' at any stride (timm's Conv2dSame, which convkit.fuse takes): padding (0, 0), and each
+    # call pads by the input's size so that the output has ceil(H / stride) rows, an odd row or column at the
+    # bottom or right. Torch's padding='same' is stride 1 only.
+    same_by_input = False
 
     def __init__(self, *args, algo: str = "auto", memory_format: Optional[torch.memory_format] = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -40,7 +44,7 @@ class Conv2d(torch.nn.Conv2d):
         """A convkit Conv2d with the same configuration and (shared-by-copy) parameters as `module`.
 
         The weight keeps `module`'s memory format (a channels_last weight stays channels_last) unless
-        memory_format says otherwise.
+        memory_format says otherwise. timm's Conv2dSame gives a Conv2d with same_by_input set.
         """
         if not isinstance(module, torch.nn.Conv2d):
             raise TypeError(f"convkit.nn.Conv2d.from_torch: expected a torch.nn.Conv2d, got {type(module).__name__}.")
@@ -52,6 +56,7 @@ class Conv2d(torch.nn.Conv2d):
                   bias=module.bias is not None, padding_mode=module.padding_mode, device=w.device, dtype=w.dtype,
                   algo=algo, memory_format=memory_format, **extra)
         new.load_state_dict(module.state_dict())  # copy_ into the new parameters keeps their memory format
+        new.same_by_input = getattr(module, "same_by_input", False) or _timm_conv2d_same(module)
         new.train(module.training)
         return new
 
@@ -61,6 +66,8 @@ class Conv2d(torch.nn.Conv2d):
             s += f", activation={self._activation}"
         if self.algo != "auto":
             s += f", algo={self.algo}"
+        if self.same_by_input:
+            s += ", same_by_input=True"
         return s
 
     def _explicit_padding(self, x):
@@ -70,14 +77,18 @@ class Conv2d(torch.nn.Conv2d):
             return F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode), [0, 0]
         if self.padding == "valid":
             return x, [0, 0]
-        if self.padding == "same":
+        if self.padding == "same" or self.same_by_input:
+            # Each dimension padded by `total` = what keeps ceil(size / stride) outputs (d * (k - 1) at stride 1,
+            # torch's 'same'), half on each side; an odd total's extra row/column on the high side, as in torch
+            # and TensorFlow.
             pads = []
             extra = [0, 0, 0, 0]  # left, right, top, bottom
-            for i, (d, k) in enumerate(zip(self.dilation, self.kernel_size)):
-                total = d * (k - 1)
+            for i, (d, k, st) in enumerate(zip(self.dilation, self.kernel_size, self.stride)):
+                size = x.shape[-2 + i]
+                total = max((-(-size // st) - 1) * st + d * (k - 1) + 1 - size, 0)
                 lo = total // 2
                 pads.append(lo)
-                if total - lo != lo:  # odd total: the extra row/column goes on the high side, as in torch
+                if total - lo != lo:
                     extra[(1 - i) * 2 + 1] = total - 2 * lo
             if any(extra):
                 x = F.pad(x, extra)
@@ -85,7 +96,8 @@ class Conv2d(torch.nn.Conv2d):
         return x, list(self.padding)
 
     def forward(self, x, residual: Optional[torch.Tensor] = None):
-        if x.dim() == 4 and self.padding_mode == "zeros" and not isinstance(self.padding, str):
+        if x.dim() == 4 and self.padding_mode == "zeros" and not isinstance(self.padding, str) and \
+                not self.same_by_input:
             # the common case with nothing to rewrite: straight to the op (a call's host time is the model's
             # speed at small batches; bench_host.py)
             return _autograd.conv2d_call(x, self.weight, self.bias, list(self.stride), list(self.padding),
@@ -246,19 +258,29 @@ class LayerNorm(torch.nn.LayerNorm):
         return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
+def _timm_conv2d_same(m) -> bool:
+    """timm's Conv2dSame (TensorFlow's 'SAME' padding at any stride: its forward pads the input by its size,
+    then convolves without padding), which a convkit convolution computes with same_by_input set."""
+    t = type(m)
+    return (t.__name__ == "Conv2dSame" and t.__module__.startswith("timm.") and isinstance(m, torch.nn.Conv2d) and
+            m.padding_mode == "zeros" and tuple(m.padding) == (0, 0))
+
+
 def convert(model: torch.nn.Module, algo: str = "auto",
             memory_format: Optional[torch.memory_format] = None) -> torch.nn.Module:
     """Replaces every torch.nn.Conv2d in `model` (in place, recursively) with convkit.nn.Conv2d; returns model.
 
+    timm's Conv2dSame (TensorFlow's 'SAME' padding by the input's size) too, as a Conv2d with same_by_input set;
+    other subclasses of nn.Conv2d are left as they are.
     The new modules carry the same parameters (copied), so outputs match up to floating-point summation order.
     Weights keep their memory format; memory_format=torch.channels_last stores every converted weight
     channels_last (KRSC), what a channels_last model wants (the op then reads the weight in place; a
     contiguous weight would be copied on every call). A model that is itself a Conv2d is returned converted.
     """
-    if type(model) is torch.nn.Conv2d:
+    if type(model) is torch.nn.Conv2d or _timm_conv2d_same(model):
         return Conv2d.from_torch(model, algo=algo, memory_format=memory_format)
     for name, child in list(model.named_children()):
-        if type(child) is torch.nn.Conv2d:
+        if type(child) is torch.nn.Conv2d or _timm_conv2d_same(child):
             setattr(model, name, Conv2d.from_torch(child, algo=algo, memory_format=memory_format))
         else:
             convert(child, algo=algo, memory_format=memory_format)

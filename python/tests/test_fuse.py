@@ -430,16 +430,58 @@ def test_functional_batch_norm_that_cannot_be_folded_is_left_with_the_reason():
 @pytest.mark.parametrize("name,expect", [("efficientnet_b0", (49, 65, 9)), ("mobilenetv3_large_100", (46, 48, 10)),
                                          ("regnety_008", (47, 71, 14)), ("resnet50d", (55, 51, 16)),
                                          ("convnext_tiny", (0, 18, 18)), ("convnext_nano", (0, 14, 14)),
-                                         ("tf_efficientnet_b0", (44, 60, 9)), ("mixnet_s", (49, 94, 1))])
+                                         ("tf_efficientnet_b0", (49, 65, 9)), ("mixnet_s", (49, 94, 1))])
 def test_timm_models(name, expect):
     # timm's models build their BatchNorms from BatchNormAct2d (a BatchNorm2d subclass that tracing goes into)
     timm = pytest.importorskip("timm")
     m = timm.create_model(name, pretrained=False)
     s = fuse_and_check(m, torch.randn(2, 3, 64, 64))
     assert (s.bn_folded, s.activations, s.residuals) == expect, str(s)
-    if name.startswith("tf_"):  # the BatchNorms after a Conv2dSame (whose output the BatchNorm's rank check reads too)
-        assert "batch_norm left: after a Conv2d subclass with a forward of its own" in str(s), str(s)
-        assert "used elsewhere" not in str(s), str(s)
+    assert not s.left, str(s)  # tf_efficientnet_b0's five Conv2dSame (stride 2) fused too
+
+
+def timm_same_block(k, stride, dilation, groups, act=True):
+    """timm's Conv2dSame (TensorFlow's 'SAME' padding by the input's size) -> BatchNorm2d -> SiLU."""
+    timm_same = pytest.importorskip("timm.layers.conv2d_same")
+    conv = timm_same.Conv2dSame(6, 6, k, stride=stride, dilation=dilation, groups=groups, bias=False)
+    return nn.Sequential(conv, nn.BatchNorm2d(6), nn.SiLU() if act else nn.Identity())
+
+
+@pytest.mark.parametrize("k,stride,dilation,groups", [(3, 2, 1, 1), (5, 2, 1, 6), (4, 3, 2, 1), (1, 2, 1, 1),
+                                                      (3, 1, 2, 6)])
+def test_timm_conv2d_same_is_fused_at_every_input_size(k, stride, dilation, groups):
+    # The padding depends on the input's size (odd totals put the extra row and column at the bottom and right):
+    # one fused model called on sizes of every parity against the unfused one, a 1-pixel image among them.
+    m = randomise_bn(timm_same_block(k, stride, dilation, groups)).eval()
+    fused = convkit.fuse(m)
+    s = fused.convkit_summary
+    assert (s.bn_folded, s.activations, s.left) == (1, 1, []), str(s)
+    assert [c.same_by_input for c in fused.modules() if isinstance(c, convkit.nn.Conv2d)] == [True]
+    for h, w in [(7, 9), (8, 10), (1, 1), (5, 2)]:
+        x = torch.randn(2, 6, h, w)
+        with torch.no_grad():
+            want, got = m(x), fused(x)
+        assert got.shape == want.shape and rel_l2(got, want) <= 1e-5, (h, w)
+    with torch.no_grad():  # channels_last, and torch.compile (the padding decided while tracing)
+        x = torch.randn(2, 6, 11, 6).contiguous(memory_format=torch.channels_last)
+        assert rel_l2(fused(x), m(x)) <= 1e-5
+        assert rel_l2(torch.compile(fused, fullgraph=True)(x), m(x)) <= 1e-5
+
+
+def test_timm_conv2d_same_takes_a_residual():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = timm_same_block(3, 2, 1, 1, act=False)
+
+        def forward(self, x, r):
+            return F.relu(self.a(x) + r)
+
+    m, x, r = M(), torch.randn(2, 6, 9, 8), torch.randn(2, 6, 5, 4)  # ceil(9 / 2) x ceil(8 / 2)
+    s = fuse_and_check(m, x, r)
+    assert s.entries[0].fused == ["conv", "bn", "add", "relu"], str(s)
+    with torch.no_grad():  # under torch.compile the residual's fit is decided while tracing
+        assert rel_l2(torch.compile(convkit.fuse(m), fullgraph=True)(x, r), m(x, r)) <= 1e-5
 
 
 class MixedConv(nn.Module):

@@ -140,3 +140,27 @@ def test_torch_compile_fullgraph_training_step():
     step(x).backward()
     for p, g in zip(m.parameters(), want):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_convert_takes_timm_conv2d_same(device):
+    # timm's Conv2dSame pads by the input's size (TensorFlow's 'SAME' at stride 2): converted, it keeps that
+    # (same_by_input), forward and backward, on an input of odd size.
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    ref = timm.create_model("tf_efficientnet_b0", pretrained=False, num_classes=10).to(device)
+    ours = convkit.nn.convert(copy.deepcopy(ref))
+    same = [m for m in ours.modules() if isinstance(m, convkit.nn.Conv2d) and m.same_by_input]
+    assert len(same) == 5 and not any(type(m).__name__ == "Conv2dSame" for m in ours.modules())
+    assert "same_by_input=True" in repr(same[0])
+    x = torch.randn(2, 3, 33, 35, device=device)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = ref(xa), ours(xb)
+    assert (ya - yb).norm() <= 1e-4 * ya.norm()
+    g = torch.randn_like(ya)
+    (ya * g).sum().backward()
+    (yb * g).sum().backward()
+    assert (xa.grad - xb.grad).norm() <= 1e-4 * xa.grad.norm()
+    wa = ref.conv_stem.weight.grad  # the stem is a Conv2dSame (stride 2) in the tf_ models
+    wb = ours.conv_stem.weight.grad
+    assert ours.conv_stem.same_by_input and (wa - wb).norm() <= 1e-4 * wa.norm()
