@@ -113,9 +113,10 @@ bool ends_with(const std::string& s, const char* tail) {
 }
 
 // Whether through_activation reads the output y: the derivatives taken from y (relu, relu6, sigmoid,
-// hardsigmoid). The others recompute z, and "none" needs nothing, so the Functions below save y only for these:
-// a saved y is checked for in-place changes when the backward runs, and torch's convolution saves no output,
-// so `relu_(conv(x))` (VGG's nn.ReLU(inplace=True) after a convolution, timm's squeeze-excitation) must work.
+// hardsigmoid). The others recompute z (from x, w, the bias and the residual), and "none" needs nothing, so the
+// Functions below save y only for these, and the residual only for those that recompute: a saved tensor is
+// checked for in-place changes when the backward runs, and torch's convolution and add save neither, so
+// `relu_(conv(x))` (VGG's nn.ReLU(inplace=True) after a convolution, timm's squeeze-excitation) must work.
 bool activation_reads_output(const std::string& act) {
   return act == "relu" || act == "relu6" || act == "sigmoid" || act == "hardsigmoid";
 }
@@ -470,9 +471,12 @@ struct Conv2dGrad : public torch::autograd::Function<Conv2dGrad> {
                             const c10::optional<at::Tensor>& residual, c10::string_view algo, bool aten_backward) {
     const at::Tensor out = conv2d_op(x, w, bias, stride, padding, dilation, groups, activation, residual, algo);
     const bool has_bias = bias.has_value() && bias->defined(), has_res = residual.has_value() && residual->defined();
-    const bool keep_out = activation_reads_output(std::string(activation));
-    ctx->save_for_backward({x, w, has_bias ? *bias : at::Tensor(), has_res ? *residual : at::Tensor(),
+    // the output for the derivatives read from it, the residual only to recompute z (silu, gelu, hardswish)
+    const std::string act(activation);
+    const bool keep_out = activation_reads_output(act), keep_res = has_res && !keep_out && act != "none";
+    ctx->save_for_backward({x, w, has_bias ? *bias : at::Tensor(), keep_res ? *residual : at::Tensor(),
                             keep_out ? out : at::Tensor()});
+    ctx->saved_data["has_res"] = has_res;
     ctx->saved_data["stride"] = stride.vec();
     ctx->saved_data["padding"] = padding.vec();
     ctx->saved_data["dilation"] = dilation.vec();
@@ -492,9 +496,10 @@ struct Conv2dGrad : public torch::autograd::Function<Conv2dGrad> {
     const int64_t groups = ctx->saved_data["groups"].toInt();
     const std::string act = ctx->saved_data["activation"].toStringRef(), algo = ctx->saved_data["algo"].toStringRef();
     // needs_input_grad counts the tensor inputs only: x, w, then the bias and the residual where given.
+    const bool has_res = ctx->saved_data["has_res"].toBool();
     const std::array<bool, 4> need{ctx->needs_input_grad(0), ctx->needs_input_grad(1),
                                    bias.defined() && ctx->needs_input_grad(2),
-                                   residual.defined() && ctx->needs_input_grad(bias.defined() ? 3 : 2)};
+                                   has_res && ctx->needs_input_grad(bias.defined() ? 3 : 2)};
     const c10::optional<at::Tensor> bias_opt = bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt;
     const c10::optional<at::Tensor> res_opt = residual.defined() ? c10::optional<at::Tensor>(residual) : c10::nullopt;
     const std::vector<at::Tensor> got = conv2d_backward(grads[0], x, w, bias_opt, res_opt, out, stride, padding,

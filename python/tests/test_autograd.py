@@ -302,3 +302,29 @@ def test_output_changed_in_place_after_the_forward(activation, device):
     y.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation", ["none", "relu", "sigmoid", "silu"])
+def test_residual_changed_in_place_after_the_forward(activation, device):
+    # The residual is kept for the backward only where z is recomputed (silu, gelu, hardswish), as torch's add
+    # keeps nothing: changing it in place after the forward is fine otherwise, and refused there.
+    torch.manual_seed(4)
+    x, r = torch.randn(2, 4, 6, 5, device=device), torch.randn(2, 6, 6, 5, device=device)
+    w, b = torch.randn(6, 4, 3, 3, device=device), torch.randn(6, device=device)
+    act = {"none": lambda t: t, "relu": F.relu, "sigmoid": torch.sigmoid, "silu": F.silu}[activation]
+    grads = []
+    for run in ("convkit", "torch"):
+        xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
+        rs = r.clone()
+        y = (convkit.conv2d(xs, ws, bs, padding=1, activation=activation, residual=rs) if run == "convkit" else
+             act(F.conv2d(xs, ws, bs, padding=1) + rs))
+        rs.mul_(3)
+        if run == "convkit" and activation == "silu":
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.sum().backward()
+            return
+        y.sum().backward()
+        grads.append([t.grad for t in (xs, ws, bs)])
+    for g, want in zip(*grads):
+        torch.testing.assert_close(g, want, rtol=1e-4, atol=1e-4)
