@@ -273,10 +273,11 @@ def test_functorch_vmap_runs_and_grad_says_it_cannot():
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("activation", ["none", "silu", "gelu", "hardswish"])
-def test_output_changed_in_place_after_the_forward(activation, device):
+def test_output_changed_in_place_after_the_forward(activation, device, torch_strict_fp32):
     # torch's convolution keeps no output for its backward, so `F.relu(conv(x), inplace=True)` (VGG's nn.ReLU(
     # inplace=True) after a convolution, timm's squeeze-excitation) trains; convkit's Functions keep the output only
     # for the activations whose derivative reads it (relu, relu6, sigmoid, hardsigmoid), so this works too.
+    # (torch_strict_fp32: torch in IEEE fp32 on CUDA, not TF32.)
     torch.manual_seed(3)
     x = torch.randn(2, 4, 6, 5, device=device)
     w, b = torch.randn(6, 4, 3, 3, device=device), torch.randn(6, device=device)
@@ -306,7 +307,7 @@ def test_output_changed_in_place_after_the_forward(activation, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("activation", ["none", "relu", "sigmoid", "silu"])
-def test_residual_changed_in_place_after_the_forward(activation, device):
+def test_residual_changed_in_place_after_the_forward(activation, device, torch_strict_fp32):
     # The residual is kept for the backward only where z is recomputed (silu, gelu, hardswish), as torch's add
     # keeps nothing: changing it in place after the forward is fine otherwise, and refused there.
     torch.manual_seed(4)
